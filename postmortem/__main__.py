@@ -1,0 +1,3 @@
+from postmortem.cli import main
+
+main()

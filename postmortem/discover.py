@@ -1,0 +1,177 @@
+"""Find a job's files and decide each one's family from its name and its first few KB.
+
+Never writes into the job directory and never follows a directory symlink (no loops).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from postmortem.errors import InputError
+from postmortem.reading import HEAD_BYTES, Unreadable, decode, looks_binary, read_bytes
+
+_COMPRESSED_SUFFIX = re.compile(r"\.(gz|zst|bz2|xz)$")
+_LOGDIR_PATH = re.compile(r"(?:^|/)attempt_\d+/\d+/(?:stdout|stderr)\.log$")
+_ERROR_JSON_PATH = re.compile(r"(?:^|/)error\.json$")
+_PLOG_NAME = re.compile(r"(?:^|/)(?:plog|device)-\d+_\d+\.log$")
+_POD_NAME = re.compile(r"-(?:master|worker|launcher)-\d+(?:[._-][\w.-]*)?$")
+_IGNORED_NAMES = re.compile(
+    r"(?:^|/)(?:expected\.json|README(?:\.md)?|\.DS_Store)$|\.(?:png|jpe?g|gif|svg|pdf|pt|pth|bin|safetensors|ckpt|npy|npz|so|pyc)$",
+    re.IGNORECASE,
+)
+
+_HEAD_PATTERNS: dict[str, re.Pattern[str]] = {
+    "pyspy": re.compile(r"^Process \d+: .*\n(?:.*\n){0,3}?Python v\d", re.MULTILINE),
+    "pyspy_thread": re.compile(r"^Thread (?:0[xX][0-9A-Fa-f]+|\d+) \((?:active\+gil|active|idle|gil)\)", re.MULTILINE),
+    "torchrun_prefix": re.compile(r"^(?:\S+ )?\[(?:default|rank)\d+\]:", re.MULTILINE),
+    "elastic": re.compile(
+        r"torch\.distributed\.(?:run|elastic)|torch/distributed/(?:run|elastic)|ChildFailedError|"
+        r"Starting elastic_operator|\bWARNING:__main__:\n\*{5}"
+    ),
+    "srun": re.compile(r"^\d+: ", re.MULTILINE),
+    "nccl": re.compile(r"^(?:\S+ )?[^\s:]+:\d+:\d+ \[\d+\] (?:[\w./-]+:\d+ )?NCCL (?:INFO|WARN|TRACE)", re.MULTILINE),
+    "plog": re.compile(r"^\[(?:ERROR|WARNING|INFO|DEBUG|EVENT)\] [A-Z_0-9]+\(\d+,[^)]*\):\d{4}-\d\d-\d\d", re.MULTILINE),
+    "npu": re.compile(r"\(PID:\d+, Device:-?\d+, RankID:-?\d+\) ERR\d{5}|\bE[IJHEZ]\d{4}\b|torch_npu|CANN"),
+    "trainer": re.compile(
+        r"\{'loss': |'global_step/max_steps'|\biteration\s+\d+/\s*\d+ \||train_inner|\[INFO\|[\w.]+:\d+\]|"
+        r"\[(?:INFO|WARNING):swift\]|\[Rank \d+\] step=|\bstep[ =:]+\d+|\d+/\d+ \[\d+:\d+<|\[[\d-]+ [\d:,]+\] \[(?:INFO|WARNING)\] \[[\w.]+:\d+:\w+\]"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class JobFile:
+    """One file of a job, with the family it was detected as."""
+
+    path: Path  # absolute
+    rel: str  # relative to the job root, '/'-separated
+    size: int
+    family: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    rel: str
+    reason: str
+
+
+@dataclass
+class Inventory:
+    root: Path
+    files: list[JobFile]
+    skipped: list[Skipped]
+
+
+def discover(job: Path) -> Inventory:
+    """Walk ``job`` (a directory tree or a single file) and classify every file.
+
+    Raises :class:`InputError` for a missing path or a directory with no files at all.
+    """
+    job = Path(job)
+    if not job.exists():
+        raise InputError(f"{job}: no such file or directory")
+    if job.is_file():
+        root = job.parent
+        candidates = [job]
+    else:
+        root = job
+        candidates = list(_walk(job))
+        if not candidates:
+            raise InputError(f"{job}: the directory is empty (no files to analyze)")
+    files: list[JobFile] = []
+    skipped: list[Skipped] = []
+    for path in candidates:
+        rel = path.relative_to(root).as_posix() if path != root else path.name
+        if job.is_dir() and _IGNORED_NAMES.search(rel):
+            skipped.append(Skipped(rel, "not a log (documentation, image or model file)"))
+            continue
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            skipped.append(Skipped(rel, f"cannot stat: {exc.strerror or exc}"))
+            continue
+        if size == 0:
+            skipped.append(Skipped(rel, "empty file"))
+            continue
+        try:
+            family = classify(path, rel)
+        except Unreadable as exc:
+            skipped.append(Skipped(rel, str(exc)))
+            continue
+        if family is None:
+            skipped.append(Skipped(rel, "binary file (not log text)"))
+            continue
+        files.append(JobFile(path, rel, size, family))
+    files.sort(key=lambda f: f.rel)
+    skipped.sort(key=lambda s: s.rel)
+    return Inventory(root=root, files=files, skipped=skipped)
+
+
+def _walk(root: Path):
+    # os.walk(followlinks=False) never descends into a directory symlink, so no loops;
+    # file symlinks are read (they are often how schedulers publish logs).
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if name.startswith("."):
+                continue
+            path = Path(dirpath) / name
+            if path.is_symlink() and not path.exists():
+                continue
+            yield path
+
+
+def classify(path: Path, rel: str) -> str | None:
+    """The family of one file, or None when it is binary. Raises Unreadable."""
+    head_bytes, _ = read_bytes(path, limit=HEAD_BYTES)
+    name = _COMPRESSED_SUFFIX.sub("", rel)
+    if head_bytes[:1] == b"\x80" and b"entries" in head_bytes[:HEAD_BYTES]:
+        return "flight_recorder"  # a pickled flight-recorder dump (protocol 2+)
+    if looks_binary(head_bytes):
+        return None
+    head = decode(head_bytes).text
+    stripped = head.lstrip()
+    if stripped.startswith(("{", "[")):
+        family = _json_family(stripped, name)
+        if family:
+            return family
+    if _ERROR_JSON_PATH.search(name):
+        return "elastic_error"
+    if _HEAD_PATTERNS["pyspy"].search(head) or _HEAD_PATTERNS["pyspy_thread"].search(head):
+        return "pyspy"
+    if _LOGDIR_PATH.search(name):
+        return "torchrun_logdir"
+    if _PLOG_NAME.search(name) or _dominates(_HEAD_PATTERNS["plog"], head, 0.3):
+        return "ascend_plog"
+    if _dominates(_HEAD_PATTERNS["srun"], head, 0.6):
+        return "slurm"
+    if _POD_NAME.search(Path(name).stem) or _POD_NAME.search(Path(name).parent.name):
+        return "k8s_pod"
+    if _HEAD_PATTERNS["torchrun_prefix"].search(head) or _HEAD_PATTERNS["elastic"].search(head):
+        return "torchrun_console"
+    if _dominates(_HEAD_PATTERNS["nccl"], head, 0.3):
+        return "nccl_debug"
+    if _HEAD_PATTERNS["trainer"].search(head):
+        return "trainer_log"
+    if _HEAD_PATTERNS["npu"].search(head):
+        return "ascend_plog"
+    return "generic"
+
+
+def _json_family(head: str, name: str) -> str | None:
+    if head.startswith("[") and '"thread_id"' in head and '"frames"' in head:
+        return "pyspy_json"
+    if head.startswith("{"):
+        if '"entries"' in head and ('"pg_config"' in head or '"version"' in head or '"pg_status"' in head):
+            return "flight_recorder"
+        if '"message"' in head and (_ERROR_JSON_PATH.search(name) or '"extraInfo"' in head or '"errorCode"' in head):
+            return "elastic_error"
+    return None
+
+
+def _dominates(pattern: re.Pattern[str], head: str, share: float) -> bool:
+    lines = max(1, head.count("\n"))
+    return len(pattern.findall(head)) >= max(1, int(lines * share))

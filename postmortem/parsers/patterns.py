@@ -1,0 +1,130 @@
+"""Line patterns shared by the text parsers (Rust-regex syntax: they run inside polars).
+
+Each pattern cites the format section of ``shared/reference/log-formats.md`` it follows.
+"""
+
+from __future__ import annotations
+
+# §0, §7.1-7.3: launcher prefixes, stripped from the outside in.
+OUTER_PREFIX = (
+    r"^(?P<pfx>(?:\x1b\[[0-9;]*m)*"
+    r"(?:(?P<k8s_ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) )?"
+    r"(?:(?P<srun>\d{1,5}): )?)"
+)
+RANK_PREFIX = (
+    r"^(?P<pfx>(?:\[\d+,(?P<mpi_rank>\d+)\]<std(?:out|err)>:)?"
+    r"(?:\[(?P<role1>[A-Za-z_][A-Za-z_-]*)?(?P<n1>\d+)\]:)?"
+    r"(?:\[(?P<role2>[A-Za-z_][A-Za-z_-]*)?(?P<n2>\d+)\]: ?)?)"
+)
+
+# §8: timestamps, four shapes, searched in the head of the message.
+TIMESTAMP = (
+    # c10 / glog header: [E1206 18:44:12.715298746 ...] or W0801 13:23:17.366000 (no year)
+    r"^\[?[IWEFCV](?P<g_mo>1[0-2]|0?[1-9])(?P<g_d>[0-3]\d) (?P<g_H>\d\d):(?P<g_M>\d\d):(?P<g_S>\d\d)(?:\.(?P<g_f>\d+))?"
+    # CANN / torch_npu: 2026-05-27-19:52:41 or 2025-10-24-11:18:29.499.235
+    r"|(?P<c_Y>\d{4})-(?P<c_mo>\d\d)-(?P<c_d>\d\d)-(?P<c_H>\d\d):(?P<c_M>\d\d):(?P<c_S>\d\d)(?:\.(?P<c_ms>\d{3})\.(?P<c_us>\d{3}))?"
+    # ISO-like: asctime, DeepSpeed, Megatron, fairseq, hydra, NCCL >= 2.26, kubectl, ChildFailedError time
+    r"|(?P<i_Y>\d{4})-(?P<i_mo>\d\d)-(?P<i_d>\d\d)[T _](?P<i_H>\d\d):(?P<i_M>\d\d):(?P<i_S>\d\d)(?:[.,](?P<i_f>\d{1,9}))?"
+    # HF example scripts: 05/11/2024 10:00:00
+    r"|(?P<u_mo>\d\d)/(?P<u_d>\d\d)/(?P<u_Y>\d{4}) (?P<u_H>\d\d):(?P<u_M>\d\d):(?P<u_S>\d\d)"
+)
+
+LEVEL = (
+    r"^\[?(?P<glog>[IWEFC])\d{3,4} \d\d:"
+    r"|(?:^|[\[\s|:(])(?P<word>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|Error|Warning)(?:[\]\s|:,)]|$)"
+)
+
+# §6: training progress. One alternation; the first alternative that matches wins.
+PROGRESS = (
+    r"'global_step/max_steps': '(?P<swift_step>\d+)/(?P<swift_max>\d+)'"
+    r"|\biteration\s+(?P<mega_step>\d+)/\s*(?P<mega_max>\d+) \|"
+    r"|\bnum_updates[=:] ?(?P<fair_step>\d+)"
+    r"|(?P<tqdm_head>^[^|]{0,40})\|[^|]{0,80}\|\s*(?P<tqdm_step>\d+)/(?P<tqdm_max>\d+) \[[\d:]+<"
+    r"|(?i:\bglobal[_ ]step)[\s:=]+(?P<gstep>\d+)"
+    r"|(?i:\bstep)(?:\s*[:=]\s*|\s+)\[?(?P<step>\d+)\]?(?:\s*/\s*(?P<step_max>\d+))?"
+    r"|(?i:\biter(?:ation)?)(?:\s*[:=]\s*|\s+)(?P<iter>\d+)(?:\s*/\s*(?P<iter_max>\d+))?"
+)
+# tqdm bars whose description says they are not training steps
+NON_TRAIN_BAR = r"(?i)val|eval|test|predict|map|token|load|download|shard|generat|filter|pack|convert|infer|sampl"
+
+NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|NaN|inf|Inf|-inf)"
+LOSS = r"(?:'loss'|\"loss\"|\blm loss|\bloss)['\"]?\s*[=:]\s*'?(?P<loss>" + NUMBER + ")"
+GRAD_NORM = r"(?:grad_norm|\bgnorm|grad norm)['\"]?\s*[=:]\s*'?(?P<gn>" + NUMBER + ")"
+LR = r"(?:learning_rate|\blr|learning rate)['\"]?\s*[=:]\s*'?(?P<lr>[-+]?\d+\.?\d*(?:[eE][-+]?\d+)?)"
+
+# §1.2, §1.5, §1.6, §2, §4: error and lifecycle fields.
+EXC_TYPE = r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Warning))(?::|$)"
+ERROR_CODE = (
+    r"\b(?P<err>ERR\d{5})\b|\((?P<ei>E[A-Z0-9]\d{4})\)|(?:^|\s)(?P<ei2>E[A-Z0-9]\d{4})(?::|\[PID)|\b(?P<nccl>nccl[A-Z]\w*Error)\b"
+)
+EXIT = (
+    r"exitcode\s*:\s*(?P<cfe_code>-?\d+) \(pid: (?P<cfe_pid>\d+)\)(?:\s+\((?P<cfe_sig>SIG\w+)\))?"
+    r"|failed \(exitcode: (?P<agent_code>-?\d+)\) local_rank: (?P<agent_lr>\d+) \(pid: (?P<agent_pid>\d+)\)"
+    r"|Signal (?P<signum>\d+) \((?P<sig_name>SIG\w+)\) received by PID (?P<sig_pid>\d+)"
+    r"|(?:Sending process|Closing process) (?P<term_pid>\d+) (?:closing signal|via signal) (?P<term_sig>SIG\w+)"
+    r"|Received (?P<death>\d+) death signal"
+)
+PID = r"\(PID:(?P<npu_pid>\d+), Device:-?\d+, RankID:(?P<npu_rank>-?\d+)\)|\[PID: (?P<cann_pid>\d+)\]|^[A-Z_0-9]+\((?P<plog_pid>\d+),|^\[[A-Z]+\] [A-Z_0-9]+\((?P<plog_pid2>\d+),"
+NCCL_HEADER = r"^(?:\[[^\]]*\] )?(?P<host>[^\s:\[\]]+):(?P<pid>\d+):\d+ \[\d+\] "
+CFE_FIELD = (
+    r"^\s*(?:time\s*: (?P<cfe_time>\S+)|host\s*: (?P<cfe_host>\S+)|rank\s*: (?P<cfe_rank>\d+) \(local_rank: (?P<cfe_lr>\d+)\))"
+)
+WORK = (
+    r"Work(?:NCCL|HCCL|Gloo)?\((?:SeqNum=(?P<seq>\d+),\s*)?OpType=(?P<op>\w+)(?:, TensorShape=\[[^\]]*\])?"
+    r"(?:, NumelIn=(?P<numel>\d+), NumelOut=\d+)?, Timeout\(ms\)=(?P<tmo>\d+)\)(?: ran for (?P<ran>\d+) milliseconds)?"
+)
+PG_STATUS = (
+    r"(?:work sequence id|detected by watchdog at work|Timeout at NCCL work): (?P<ps_seq>\d+),? (?:PG status: )?"
+    r"last enqueued (?:NCCL )?work: (?P<enq>-?\d+), last completed (?:NCCL )?work: (?P<done>-?\d+)"
+    r"|Last enqueued NCCL work: (?P<enq2>-?\d+), last completed NCCL work: (?P<done2>-?\d+)"
+)
+PG = r"\[PG ID (?P<pg_id>\d+) PG GUID [^\s(]+\((?P<pg_desc>[^)]*)\)|\[PG (?P<pg>\d+)(?: \((?P<pg_desc2>[^)]*)\))? Rank \d+\]"
+NCCL_RANK = r"ncclCommInitRank\w* comm 0x[0-9a-f]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+)"
+
+# Literal hints: only rows containing one of these go through the field extractors above.
+FIELD_HINTS: tuple[str, ...] = (
+    "Error", "Exception", "Interrupt", "Exit", "Warning", "ERR", "EI0", "EI9", "EE", "EZ", "EJ0", "EH", "nccl",
+    "NCCL", "exitcode", "Signal", "signal", "loss", "norm", "lr", "learning", "Work", "work", "PG ", "PID", "):20",
+    "time ", "host ", "rank",
+)
+
+# Kinds (§9 and the formats above). Order of precedence: error, warning, progress, lifecycle, collective.
+ERROR_LINE = (
+    r"Traceback \(most recent call last\)|^\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)(?::|$)|Fatal Python error|"
+    r"terminate called after throwing|ChildFailedError|exitcode\s*:\s*-?[1-9]|failed \(exitcode: -?[1-9]|"
+    r"Watchdog caught collective operation timeout|Detected mismatch between collectives|\bERR\d{5}\b|"
+    r"\(E[A-Z0-9]\d{4}\)|(?:^|\s)E[A-Z0-9]\d{4}(?::|\[PID)|out of memory|Killed process \d+|Segmentation fault|"
+    r"runtime_assert|watchdog thread terminated with exception|operations have failed or timed out|"
+    r"Signal \d+ \(SIG\w+\) received by PID|(?i:\bnan loss|loss is nan)"
+)
+LIFECYCLE_LINE = (
+    r"(?i)closing signal|death signal|Worker group|rendezvous|init_process_group|Dataloader finished|end of epoch|"
+    r"epoch \d+ (?:done|finished|complete)|StopIteration|Stopping training|training (?:finished|complete|completed|done)|"
+    r"Saving (?:model )?checkpoint|checkpoint saved|destroy_process_group|destroy_distributed|Starting elastic|"
+    r"Starting worker|Rendezvous complete|exited with|\bexiting\b|shutting down|Training completed|"
+    r"global_step/max_steps|train_runtime|\bINFO:torch.distributed"
+)
+COLLECTIVE_LINE = r"NCCL INFO|HCCL|ncclCommInit|\bWork(?:NCCL|HCCL|Gloo)\(|ProcessGroup|\bc10d\b|gloo|\[PG "
+NOTABLE_INFO = (
+    r"(?i)error|exception|fail|fatal|timeout|timed out|abort|killed|signal|nan\b|\binf\b|overflow|memory|oom|"
+    r"barrier|hang|stuck|rank|world|node|master|version|NCCL_|HCCL_|GLOO_|TORCH_|CUDA_|ASCEND_|OMP_|"
+    r"finished|stop|exit|shutdown|epoch|dataset|tokens|checkpoint|save|eval|config|argument|args|deepspeed|zero|"
+    r"torch|cann|launch|command|batch|steps?\b|iters?\b"
+)
+
+# §1.5: the ChildFailedError block and others whose lines form one record.
+RECORD_STARTS: dict[str, str] = {
+    "traceback": r"Traceback \(most recent call last\)",
+    "cpp": r"terminate called after throwing an instance of",
+    "cann": r"\((?:E[A-Z0-9]\d{4})\):|(?:^|\s)E[A-Z0-9]\d{4}(?::|\[PID)",
+    "cfe": r"ChildFailedError",
+}
+RECORD_CONTINUES: dict[str, str] = {
+    "traceback": (
+        r"^\s|^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit)\b|^During handling of|"
+        r"^The above exception|^$"
+    ),
+    "cpp": r"^\s+what\(\)|^Exception raised from|^frame #\d+:|^\s",
+    "cann": r"^(?: {4,}|\t)",
+    "cfe": r"^=+$|^-+$|^.+ FAILED$|^Failures:|^\s|^Root Cause|^\[\d+\]:$",
+}

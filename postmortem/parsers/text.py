@@ -1,0 +1,262 @@
+"""The line parser for every text family: prefixes, time, level, kind, step, records, fields.
+
+All of it is vectorized polars over a batch of files' lines. The field extractors run only
+on the rows whose text contains one of a few literal hints, so a gigabyte of progress bars
+costs a handful of regex passes, not dozens.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from postmortem.parsers import patterns as P
+
+_HEAD = 160  # characters of a message searched for its timestamp and level
+
+
+def parse_text(lines: pl.DataFrame) -> pl.DataFrame:
+    """Parse a batch of lines.
+
+    ``lines`` has columns ``file``, ``family``, ``line``, ``raw`` and the per-file facts
+    ``path_rank``, ``path_local_rank``, ``path_node`` (nullable). Returns timeline columns
+    (see :mod:`postmortem.schema`) plus ``stream`` and ``srun`` helpers.
+    """
+    frame = _strip_prefixes(lines)
+    frame = _timestamps_and_levels(frame)
+    frame = _progress(frame)
+    frame = _fields(frame)
+    frame = _kinds(frame)
+    frame = _records(frame)
+    return _child_failed_entries(frame)
+
+
+def _strip_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
+    outer = pl.col("raw").str.extract_groups(P.OUTER_PREFIX)
+    frame = lines.with_columns(outer.alias("_o")).unnest("_o")
+    # An srun label is only a label in srun output; elsewhere "12: " is text.
+    is_slurm = pl.col("family") == "slurm"
+    cut = pl.col("k8s_ts").str.len_chars().fill_null(-1) + 1
+    cut = pl.when(is_slurm & pl.col("srun").is_not_null()).then(pl.col("pfx").str.len_chars()).otherwise(cut)
+    frame = frame.with_columns(
+        pl.col("raw").str.slice(cut).alias("_rest"),
+        pl.when(is_slurm).then(pl.col("srun").cast(pl.Int64, strict=False)).alias("srun"),
+    ).drop("pfx", "k8s_ts")
+    inner = pl.col("_rest").str.extract_groups(P.RANK_PREFIX)
+    frame = frame.with_columns(inner.alias("_i")).unnest("_i")
+    n1 = pl.col("n1").cast(pl.Int64, strict=False)
+    n2 = pl.col("n2").cast(pl.Int64, strict=False)
+    # [rankN]: and template [N]: carry the global rank; [defaultN]: (any other role) the local rank.
+    global1 = pl.col("role1").is_null() | (pl.col("role1") == "rank")
+    global2 = pl.col("role2").is_null() | (pl.col("role2") == "rank")
+    pfx_rank = pl.coalesce(
+        pl.when(n2.is_not_null() & global2).then(n2),
+        pl.when(n1.is_not_null() & global1).then(n1),
+        pl.col("mpi_rank").cast(pl.Int64, strict=False),
+    )
+    pfx_local = pl.coalesce(
+        pl.when(n1.is_not_null() & ~global1).then(n1),
+        pl.when(n2.is_not_null() & ~global2).then(n2),
+    )
+    # "[0]:" alone on a line is a ChildFailedError entry header, not a rank template prefix
+    bare_entry = (
+        pl.col("role1").is_null() & pl.col("n1").is_not_null()
+        & (pl.col("_rest").str.len_chars() == pl.col("pfx").str.len_chars())
+    )
+    frame = frame.with_columns(
+        pl.when(bare_entry).then(pl.lit("")).otherwise(pl.col("pfx")).alias("pfx"),
+        *(pl.when(bare_entry).then(pl.lit(None, pl.String)).otherwise(pl.col(c)).alias(c) for c in ("n1", "n2", "role1", "role2")),
+    )
+    n1 = pl.col("n1").cast(pl.Int64, strict=False)
+    n2 = pl.col("n2").cast(pl.Int64, strict=False)
+    pfx_rank = pl.coalesce(
+        pl.when(n2.is_not_null() & global2).then(n2),
+        pl.when(n1.is_not_null() & global1).then(n1),
+        pl.col("mpi_rank").cast(pl.Int64, strict=False),
+    )
+    pfx_local = pl.coalesce(
+        pl.when(n1.is_not_null() & ~global1).then(n1),
+        pl.when(n2.is_not_null() & ~global2).then(n2),
+    )
+    return frame.with_columns(
+        pl.col("_rest").str.slice(pl.col("pfx").str.len_chars()).str.strip_chars_end().alias("message"),
+        pfx_rank.alias("pfx_rank"),
+        pfx_local.alias("pfx_local"),
+        # interleaved consoles: a "stream" is one prefix's lines inside one file
+        pl.concat_str(
+            [pl.col("file"), pl.col("role1").fill_null(""), pl.col("n1").fill_null(""), pl.col("n2").fill_null("")],
+            separator="|",
+        ).alias("stream"),
+    ).drop("_rest", "pfx", "mpi_rank", "role1", "n1", "role2", "n2", "raw")
+
+
+def _timestamps_and_levels(frame: pl.DataFrame) -> pl.DataFrame:
+    head = pl.col("message").str.slice(0, _HEAD)
+    frame = frame.with_columns(head.str.extract_groups(P.TIMESTAMP).alias("_t")).unnest("_t")
+
+    def pick(*names: str) -> pl.Expr:
+        return pl.coalesce([pl.col(n) for n in names])
+
+    year = pick("c_Y", "i_Y", "u_Y")
+    month = pick("g_mo", "c_mo", "i_mo", "u_mo").str.zfill(2)
+    day = pick("g_d", "c_d", "i_d", "u_d").str.zfill(2)
+    clock = pl.concat_str(
+        [pick("g_H", "c_H", "i_H", "u_H"), pick("g_M", "c_M", "i_M", "u_M"), pick("g_S", "c_S", "i_S", "u_S")],
+        separator=":",
+    )
+    # c10 headers print CLOCK_MONOTONIC nanoseconds after the wall-clock second (9 digits): not a fraction.
+    glog_frac = pl.when(pl.col("g_f").str.len_chars() == 9).then(pl.lit(None, pl.String)).otherwise(pl.col("g_f"))
+    frac = pl.coalesce(
+        pl.concat_str([pl.col("c_ms"), pl.col("c_us")]), pl.col("i_f"), glog_frac, pl.lit("0")
+    ).str.slice(0, 6).str.pad_end(6, "0")
+    # the year is filled in later for year-less headers (from the job's other lines)
+    stamp = pl.concat_str([year.fill_null("1900"), month, day], separator="-") + " " + clock + "." + frac
+    frame = frame.with_columns(
+        stamp.str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S%.f", strict=False).alias("ts"),
+        (year.is_null() & pl.col("g_mo").is_not_null()).alias("_no_year"),
+    ).drop([c for c in frame.columns if c[:2] in ("g_", "c_", "i_", "u_") and c[1] == "_"])
+    lv = head.str.extract_groups(P.LEVEL)
+    frame = frame.with_columns(lv.alias("_l")).unnest("_l")
+    word = pl.col("word").str.to_uppercase()
+    level = (
+        pl.when(pl.col("glog").is_not_null())
+        .then(pl.col("glog").replace_strict({"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL", "C": "CRITICAL"}, default=None))
+        .otherwise(word.replace({"WARN": "WARNING", "FATAL": "CRITICAL"}))
+    )
+    return frame.with_columns(level.alias("level")).drop("glog", "word")
+
+
+def _progress(frame: pl.DataFrame) -> pl.DataFrame:
+    frame = frame.with_columns(pl.col("message").str.extract_groups(P.PROGRESS).alias("_p")).unnest("_p")
+    train_bar = pl.col("tqdm_step").is_not_null() & ~pl.col("tqdm_head").fill_null("").str.contains(P.NON_TRAIN_BAR)
+    step = pl.coalesce(
+        pl.col("swift_step"), pl.col("mega_step"), pl.col("fair_step"),
+        pl.when(train_bar).then(pl.col("tqdm_step")), pl.col("gstep"), pl.col("step"), pl.col("iter"),
+    ).cast(pl.Int64, strict=False)
+    max_steps = pl.coalesce(
+        pl.col("swift_max"), pl.col("mega_max"), pl.when(train_bar).then(pl.col("tqdm_max")),
+        pl.col("step_max"), pl.col("iter_max"),
+    ).cast(pl.Int64, strict=False)
+    cols = ["swift_step", "swift_max", "mega_step", "mega_max", "fair_step", "tqdm_head", "tqdm_step", "tqdm_max",
+            "gstep", "step", "step_max", "iter", "iter_max"]
+    return frame.with_columns(step.alias("_step"), max_steps.alias("max_steps")).drop(cols).rename({"_step": "step"})
+
+
+def _number(col: str) -> pl.Expr:
+    return pl.col(col).str.to_lowercase().cast(pl.Float64, strict=False)
+
+
+def _fields(frame: pl.DataFrame) -> pl.DataFrame:
+    """Extract error and collective fields on the rows that can carry them."""
+    frame = frame.with_row_index("_row")
+    hinted = frame.filter(pl.col("message").str.contains_any(list(P.FIELD_HINTS)))
+    msg = pl.col("message")
+    hinted = hinted.with_columns(
+        msg.str.extract_groups(P.LOSS).struct.field("loss").alias("_loss"),
+        msg.str.extract_groups(P.GRAD_NORM).struct.field("gn").alias("_gn"),
+        msg.str.extract_groups(P.LR).struct.field("lr").alias("_lr"),
+        msg.str.extract_groups(P.EXC_TYPE).struct.field("exc").alias("exc_type"),
+        msg.str.extract_groups(P.ERROR_CODE).alias("_ec"),
+        msg.str.extract_groups(P.EXIT).alias("_ex"),
+        msg.str.extract_groups(P.PID).alias("_pid"),
+        msg.str.extract_groups(P.NCCL_HEADER).alias("_nh"),
+        msg.str.extract_groups(P.WORK).alias("_w"),
+        msg.str.extract_groups(P.PG_STATUS).alias("_ps"),
+        msg.str.extract_groups(P.PG).alias("_pg"),
+        msg.str.extract_groups(P.NCCL_RANK).struct.field("rank").alias("_nccl_rank"),
+    ).unnest("_ec", "_ex", "_pid", "_nh", "_w", "_ps", "_pg")
+    as_int = lambda *names: pl.coalesce([pl.col(n) for n in names]).cast(pl.Int64, strict=False)  # noqa: E731
+    pg_name = pl.coalesce(
+        pl.concat_str([pl.col("pg_id"), pl.lit("("), pl.col("pg_desc"), pl.lit(")")]),
+        pl.concat_str([pl.col("pg"), pl.lit("("), pl.col("pg_desc2"), pl.lit(")")]),
+        pl.col("pg"),
+    )
+    signum_name = pl.when(pl.col("death").is_not_null()).then(pl.lit("received ") + pl.col("death"))
+    hinted = hinted.select(
+        "_row",
+        _number("_loss").alias("loss"),
+        _number("_gn").alias("grad_norm"),
+        _number("_lr").alias("lr"),
+        "exc_type",
+        pl.coalesce("err", "ei", "ei2", "nccl").alias("error_code"),
+        as_int("cfe_code", "agent_code").alias("exit_code"),
+        pl.coalesce(pl.col("cfe_sig"), pl.col("sig_name"), pl.col("term_sig"), signum_name).alias("signal"),
+        as_int("cfe_pid", "agent_pid", "sig_pid", "term_pid", "npu_pid", "cann_pid", "plog_pid", "plog_pid2", "pid").alias("pid"),
+        pl.col("host"),
+        pg_name.alias("pg"),
+        as_int("seq", "ps_seq").alias("seq"),
+        pl.col("op").alias("op_type"),
+        as_int("numel").alias("numel"),
+        as_int("tmo").alias("timeout_ms"),
+        as_int("ran").alias("ran_ms"),
+        as_int("enq", "enq2").alias("last_enqueued"),
+        as_int("done", "done2").alias("last_completed"),
+        pl.col("npu_rank").cast(pl.Int64, strict=False).alias("_npu_rank"),
+        pl.col("_nccl_rank").cast(pl.Int64, strict=False),
+        pl.col("agent_lr").cast(pl.Int64, strict=False).alias("_agent_lr"),
+    )
+    return frame.join(hinted, on="_row", how="left").sort("_row")
+
+
+def _kinds(frame: pl.DataFrame) -> pl.DataFrame:
+    msg = pl.col("message")
+    level = pl.col("level")
+    is_error = msg.str.contains(P.ERROR_LINE) | level.is_in(["ERROR", "CRITICAL"])
+    is_warning = level == "WARNING"
+    kind = (
+        pl.when(is_error).then(pl.lit("error"))
+        .when(is_warning).then(pl.lit("warning"))
+        .when(pl.col("step").is_not_null()).then(pl.lit("progress"))
+        .when(msg.str.contains(P.LIFECYCLE_LINE)).then(pl.lit("lifecycle"))
+        .when(msg.str.contains(P.COLLECTIVE_LINE)).then(pl.lit("collective"))
+        .otherwise(pl.lit("info"))
+    )
+    return frame.with_columns(kind.alias("kind"))
+
+
+def _records(frame: pl.DataFrame) -> pl.DataFrame:
+    """Give the lines of one multi-line record (traceback, C++ abort, CANN EI block,
+    ChildFailedError summary) a shared id, per stream so interleaved ranks stay apart."""
+    msg = pl.col("message")
+    record = pl.lit(None, dtype=pl.Int64)
+    kind_of = pl.lit(None, dtype=pl.String)
+    for name, start in P.RECORD_STARTS.items():
+        is_start = msg.str.contains(start)
+        is_cont = msg.str.contains(P.RECORD_CONTINUES[name]) & ~is_start
+        # a run breaks at every line that neither starts nor continues the record
+        brk = (is_start | ~is_cont).cast(pl.Int64)
+        run = brk.cum_sum().over("stream")
+        started = is_start.first().over(["stream", run])
+        rid = pl.when(started).then(pl.col("_row").min().over(["stream", run]))
+        record = pl.coalesce(record, rid)
+        kind_of = pl.coalesce(kind_of, pl.when(started).then(pl.lit(name)))
+    frame = frame.with_columns(record.alias("_rec_row"), kind_of.alias("_rec_kind"))
+    # a record is identified by its first row; blank trailing lines do not extend it
+    return frame.with_columns(
+        pl.when(pl.col("message").str.len_bytes() > 0).then(pl.col("_rec_row")).alias("_rec_row")
+    )
+
+
+def _child_failed_entries(frame: pl.DataFrame) -> pl.DataFrame:
+    """Attach host, rank, local rank and time of each ChildFailedError entry to its exitcode line."""
+    in_cfe = pl.col("_rec_kind") == "cfe"
+    cfe = frame.filter(in_cfe)
+    if cfe.is_empty():
+        return frame.with_columns(
+            pl.lit(None, pl.String).alias("_cfe_host"),
+            pl.lit(None, pl.Int64).alias("_cfe_rank"),
+            pl.lit(None, pl.Int64).alias("_cfe_lr"),
+            pl.lit(None, pl.Datetime("us")).alias("_cfe_time"),
+        )
+    fields = pl.col("message").str.extract_groups(P.CFE_FIELD)
+    entry = pl.col("message").str.contains(r"^\[\d+\]:$").cast(pl.Int64).cum_sum().over("_rec_row")
+    cfe = cfe.with_columns(fields.alias("_f"), entry.alias("_entry")).unnest("_f")
+    keys = ["_rec_row", "_entry"]
+    cfe = cfe.select(
+        "_row",
+        pl.col("cfe_host").forward_fill().over(keys).alias("_cfe_host"),
+        pl.col("cfe_rank").cast(pl.Int64, strict=False).forward_fill().over(keys).alias("_cfe_rank"),
+        pl.col("cfe_lr").cast(pl.Int64, strict=False).forward_fill().over(keys).alias("_cfe_lr"),
+        pl.col("cfe_time").str.strptime(pl.Datetime("us"), "%Y-%m-%d_%H:%M:%S", strict=False)
+        .forward_fill().over(keys).alias("_cfe_time"),
+    )
+    return frame.join(cfe, on="_row", how="left").sort("_row")

@@ -1,0 +1,148 @@
+"""Turn one file's bytes into text lines, whatever state the file is in.
+
+Bad input is normal input: truncated archives, binary junk, GBK or invalid UTF-8, CRLF,
+tqdm bars redrawn with ``\\r`` into megabyte lines. Nothing here raises on content; a file
+that cannot be used comes back as a :class:`Unreadable` with the reason, a file that was
+used only in part carries a note.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+#: Longest line text kept; the rest of a longer line is cut (progress bars, tensor dumps).
+MAX_LINE_CHARS = 4096
+#: Bytes looked at to decide a file's family.
+HEAD_BYTES = 16384
+_CHUNK = 1 << 20
+
+
+class Unreadable(Exception):
+    """The file cannot be used at all; ``str(exc)`` says why."""
+
+
+@dataclass
+class RawText:
+    text: str
+    notes: list[str] = field(default_factory=list)
+
+
+def _read_compressed(path: Path, opener, what: str, limit: int | None) -> tuple[bytes, list[str]]:
+    notes: list[str] = []
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        with opener(path) as handle:
+            while True:
+                chunk = handle.read(_CHUNK)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+                if limit is not None and total >= limit:
+                    break
+    except (EOFError, OSError, zlib.error, lzma.LZMAError, ValueError) as exc:
+        if not chunks:
+            raise Unreadable(f"corrupt {what} archive: {exc}") from exc
+        notes.append(f"truncated {what} archive: read {total} bytes before: {exc}")
+    return b"".join(chunks), notes
+
+
+def _read_zstd(path: Path, limit: int | None) -> tuple[bytes, list[str]]:
+    import zstandard
+
+    def opener(p: Path):
+        return zstandard.ZstdDecompressor().stream_reader(p.open("rb"), read_across_frames=True)
+
+    try:
+        return _read_compressed(path, opener, "zstd", limit)
+    except zstandard.ZstdError as exc:
+        raise Unreadable(f"corrupt zstd archive: {exc}") from exc
+
+
+def read_bytes(path: Path, limit: int | None = None) -> tuple[bytes, list[str]]:
+    """The file's (decompressed) bytes, up to ``limit``, and notes on anything lost.
+
+    Compression is recognised by magic number, not by extension.
+    """
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(6)
+    except OSError as exc:
+        raise Unreadable(f"cannot open: {exc.strerror or exc}") from exc
+    if magic[:2] == b"\x1f\x8b":
+        return _read_compressed(path, gzip.open, "gzip", limit)
+    if magic[:4] == b"\x28\xb5\x2f\xfd":
+        return _read_zstd(path, limit)
+    if magic[:3] == b"BZh":
+        return _read_compressed(path, bz2.open, "bzip2", limit)
+    if magic[:6] == b"\xfd7zXZ\x00":
+        return _read_compressed(path, lzma.open, "xz", limit)
+    try:
+        with path.open("rb") as handle:
+            return handle.read() if limit is None else handle.read(limit), []
+    except OSError as exc:
+        raise Unreadable(f"cannot read: {exc.strerror or exc}") from exc
+
+
+def looks_binary(data: bytes) -> bool:
+    """True for data that is not log text: NUL bytes or mostly control bytes in the head."""
+    head = data[:HEAD_BYTES]
+    if not head:
+        return False
+    if head.count(b"\x00") > len(head) // 100:
+        return True
+    control = sum(1 for b in head if b < 9 or 13 < b < 32) if len(head) < 4096 else _control_count(head)
+    return control > len(head) // 10
+
+
+def _control_count(head: bytes) -> int:
+    table = bytes(range(256))
+    kept = head.translate(table, bytes([9, 10, 11, 12, 13, *range(32, 256)]))
+    return len(kept)
+
+
+def decode(data: bytes) -> RawText:
+    """Decode log bytes: UTF-8, else GB18030 (GBK) when that decodes cleanly, else UTF-8 with replacement."""
+    try:
+        return RawText(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        pass
+    try:
+        text = data.decode("gb18030")
+        return RawText(text, ["decoded as GB18030/GBK (not valid UTF-8)"])
+    except UnicodeDecodeError:
+        pass
+    text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd")
+    return RawText(text, [f"{bad} invalid UTF-8 byte sequence(s) replaced"])
+
+
+def text_lines(text: str) -> pl.DataFrame:
+    """Split text into physical lines: columns ``line`` (1-based) and ``raw``.
+
+    A ``\\r`` inside a line is a terminal redraw: what a person saw is the last non-empty
+    segment, so that is what is kept. Lines are cut at :data:`MAX_LINE_CHARS`.
+    """
+    if text.endswith("\n"):
+        text = text[:-1]
+    lines = pl.Series("raw", [text], dtype=pl.String).str.split("\n").explode()
+    frame = pl.DataFrame({"raw": lines}).with_row_index("line", offset=1)
+    raw = pl.col("raw")
+    redraw = (
+        raw.str.split("\r")
+        .list.eval(pl.element().filter(pl.element().str.strip_chars().str.len_bytes() > 0))
+        .list.last()
+        .fill_null("")
+    )
+    return frame.select(
+        pl.col("line").cast(pl.Int64),
+        pl.when(raw.str.contains("\r", literal=True)).then(redraw).otherwise(raw).str.slice(0, MAX_LINE_CHARS).alias("raw"),
+    )

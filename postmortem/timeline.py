@@ -1,0 +1,393 @@
+"""Build one polars timeline from a job directory: discover → read → parse → attribute ranks.
+
+Files are read in parallel threads and parsed in batches, so polars' vectorized string
+kernels run over many files at once and memory stays bounded by the batch size.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from postmortem.discover import Inventory, JobFile, Skipped, discover
+from postmortem.parsers import patterns as P
+from postmortem.parsers.structured import parse_elastic_error, parse_pyspy_json, parse_pyspy_text
+from postmortem.parsers.text import parse_text
+from postmortem.reading import Unreadable, decode, looks_binary, read_bytes, text_lines
+from postmortem.schema import conform
+
+BATCH_BYTES = 96 << 20
+
+_PATH_RANK = re.compile(r"(?:^|[/_.-])(?:rank|proc|process)[_-]?(\d+)(?=[/_.-]|$)", re.IGNORECASE)
+_PATH_LOCAL_RANK = re.compile(r"(?:^|/)attempt_\d+/(\d+)/")
+_POD = re.compile(r"^(?P<job>.+)-(?P<rtype>master|worker|launcher)-(?P<idx>\d+)$")
+_NODE_DIR = re.compile(
+    r"^(?:node|host|worker|master|server|machine|gpu|npu|ip)[\w.-]*$|^[A-Za-z][\w-]*?\d+$|^\d+\.\d+\.\d+\.\d+$",
+    re.IGNORECASE,
+)
+_NODE_RANK_ARG = r"--node[_-]rank[= ](\d+)"
+_NPROC_ARG = r"--nproc[_-]per[_-]node[= ](\d+)"
+_PLOG_PID = re.compile(r"(?:plog|device)-(\d+)_\d+\.log")
+
+
+@dataclass
+class Timeline:
+    """The parsed job: the event frame plus what was read, skipped and noticed."""
+
+    frame: pl.DataFrame
+    inventory: Inventory
+    notes: list[Skipped] = field(default_factory=list)
+
+    @property
+    def root(self) -> Path:
+        return self.inventory.root
+
+    def families(self) -> dict[str, int]:
+        return dict(Counter(f.family for f in self.inventory.files))
+
+
+@dataclass
+class _Read:
+    file: JobFile
+    lines: pl.DataFrame | None
+    notes: list[str]
+    error: str | None = None
+
+
+def build_timeline(
+    job: Path,
+    *,
+    keep: str | None = None,
+    keep_all: bool = False,
+    workers: int | None = None,
+) -> Timeline:
+    """Parse every file under ``job`` into one timeline.
+
+    Plain informational lines are kept only when they look notable (errors, lifecycle,
+    versions, env vars ...) or match ``keep`` (the rule set's patterns), so a gigabyte of
+    chatter does not become a gigabyte of rows; ``keep_all`` keeps every line.
+    """
+    inventory = discover(Path(job))
+    notes: list[Skipped] = []
+    skipped = list(inventory.skipped)
+    frames: list[pl.DataFrame] = []
+    workers = workers or min(8, (os.cpu_count() or 2) * 2)
+    path_facts = _path_facts(inventory.files)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for batch in _batches(inventory.files):
+            text_parts: list[pl.DataFrame] = []
+            for read in pool.map(_read_file, batch):
+                notes.extend(Skipped(read.file.rel, n) for n in read.notes)
+                if read.error is not None:
+                    skipped.append(Skipped(read.file.rel, read.error))
+                    continue
+                assert read.lines is not None
+                facts = path_facts[read.file.rel]
+                frame = read.lines.with_columns(
+                    pl.lit(read.file.rel).alias("file"),
+                    pl.lit(read.file.family).alias("family"),
+                    *(pl.lit(v, dtype=pl.Int64 if k != "path_node" else pl.String).alias(k) for k, v in facts.items()),
+                )
+                if "raw" in frame.columns:
+                    text_parts.append(frame)
+                else:
+                    frames.append(frame)
+            if text_parts:
+                parsed = parse_text(pl.concat(text_parts, how="vertical_relaxed"))
+                frames.append(_keep_rows(parsed, keep, keep_all))
+    inventory.skipped[:] = sorted(skipped, key=lambda s: s.rel)
+    parsed_files = {f.rel for f in inventory.files} - {s.rel for s in skipped}
+    inventory.files[:] = [f for f in inventory.files if f.rel in parsed_files]
+    if not frames:
+        return Timeline(conform(pl.DataFrame()), inventory, notes)
+    frame = pl.concat(frames, how="diagonal_relaxed")
+    return Timeline(_finish(frame, inventory), inventory, notes)
+
+
+def timeline_from_text(text: str, file: str = "console.log") -> pl.DataFrame:
+    """The timeline of one in-memory log text, as if it were the file ``file`` of a job.
+
+    Used by rule examples and tests: the same parser and rank attribution as a real job.
+    """
+    family = _family_for_text(text, file)
+    job_file = JobFile(Path(file), file, len(text), family)
+    facts = _path_facts([job_file])[file]
+    lines = _structured(family, text)
+    if lines is None:
+        lines = text_lines(text)
+    frame = lines.with_columns(
+        pl.lit(file).alias("file"),
+        pl.lit(family).alias("family"),
+        *(pl.lit(v, dtype=pl.Int64 if k != "path_node" else pl.String).alias(k) for k, v in facts.items()),
+    )
+    if "raw" in frame.columns:
+        frame = parse_text(frame)
+    inventory = Inventory(root=Path("."), files=[job_file], skipped=[])
+    return _finish(frame, inventory)
+
+
+def _family_for_text(text: str, file: str) -> str:
+    import tempfile
+
+    from postmortem.discover import classify
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / Path(file).name
+        path.write_text(text, encoding="utf-8")
+        try:
+            return classify(path, file) or "generic"
+        except Unreadable:
+            return "generic"
+
+
+def _batches(files: list[JobFile]) -> Iterable[list[JobFile]]:
+    batch: list[JobFile] = []
+    size = 0
+    for f in files:
+        batch.append(f)
+        size += f.size
+        if size >= BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _structured(family: str, text: str) -> pl.DataFrame | None:
+    if family == "pyspy":
+        return parse_pyspy_text(text)
+    if family == "pyspy_json":
+        return parse_pyspy_json(text)
+    if family == "elastic_error":
+        return parse_elastic_error(text)
+    return None
+
+
+def _read_file(job_file: JobFile) -> _Read:
+    if job_file.family == "flight_recorder":
+        return _Read(job_file, None, [], "flight recorder dump: not analyzed by this version")
+    try:
+        data, notes = read_bytes(job_file.path)
+    except Unreadable as exc:
+        return _Read(job_file, None, [], str(exc))
+    if looks_binary(data):
+        return _Read(job_file, None, notes, "binary file (not log text)")
+    raw = decode(data)
+    notes = notes + raw.notes
+    try:
+        lines = _structured(job_file.family, raw.text)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        # a truncated or foreign JSON file: fall back to reading it as text
+        notes.append(f"not valid {job_file.family} ({type(exc).__name__}); read as plain text")
+        lines = None
+    return _Read(job_file, lines if lines is not None else text_lines(raw.text), notes)
+
+
+def _path_facts(files: list[JobFile]) -> dict[str, dict[str, object]]:
+    """Rank, local rank and node that each file's path tells."""
+    top_dirs = {f.rel.split("/", 1)[0] for f in files if "/" in f.rel}
+    node_dirs = len(top_dirs) >= 2 and all(_NODE_DIR.match(d) for d in top_dirs)
+    facts: dict[str, dict[str, object]] = {}
+    for f in files:
+        rank = _PATH_RANK.search(f.rel)
+        local = _PATH_LOCAL_RANK.search(f.rel)
+        node = f.rel.split("/", 1)[0] if node_dirs and "/" in f.rel else None
+        pod = _POD.match(Path(re.sub(r"\.(log|txt|out)(\.gz|\.zst)?$", "", f.rel)).name)
+        node_rank = None
+        if pod:
+            node = pod.group(0)
+            node_rank = int(pod.group("idx")) + (1 if pod.group("rtype") == "worker" else 0)
+        facts[f.rel] = {
+            "path_rank": int(rank.group(1)) if rank and not local else None,
+            "path_local_rank": int(local.group(1)) if local else None,
+            "path_node": node,
+            "path_node_rank": node_rank,
+        }
+    return facts
+
+
+def _keep_rows(frame: pl.DataFrame, keep: str | None, keep_all: bool) -> pl.DataFrame:
+    if keep_all:
+        return frame
+    notable = (
+        (pl.col("kind") != "info")
+        | pl.col("step").is_not_null()
+        | pl.col("_rec_row").is_not_null()
+        | pl.col("message").str.contains(P.NOTABLE_INFO)
+    )
+    if keep:
+        notable = notable | pl.col("message").str.contains(keep)
+    return frame.filter(notable)
+
+
+def _finish(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
+    """Job-level passes: years, inherited times, ranks, nodes; then the timeline schema."""
+    for col, dtype in (
+        ("stream", pl.String), ("pfx_rank", pl.Int64), ("pfx_local", pl.Int64), ("srun", pl.Int64),
+        ("_no_year", pl.Boolean), ("_npu_rank", pl.Int64), ("_nccl_rank", pl.Int64), ("_agent_lr", pl.Int64),
+        ("_cfe_rank", pl.Int64), ("_cfe_lr", pl.Int64), ("_cfe_host", pl.String), ("_cfe_time", pl.Datetime("us")),
+        ("_rec_row", pl.Int64), ("ts", pl.Datetime("us")), ("level", pl.String), ("host", pl.String),
+        ("pid", pl.Int64), ("step", pl.Int64),
+    ):
+        if col not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, dtype=dtype).alias(col))
+    frame = frame.with_columns(pl.col("stream").fill_null(pl.col("file")))
+    frame = _fill_times(frame, inventory)
+    frame = _attribute_ranks(frame)
+    # record ids: unique over the job
+    frame = frame.with_columns(
+        pl.when(pl.col("_rec_row").is_not_null())
+        .then(pl.struct("file", "_rec_row").rank("dense"))
+        .cast(pl.Int64)
+        .alias("record")
+    )
+    frame = frame.sort(["file", "line"], maintain_order=True)
+    return conform(frame)
+
+
+def _fill_times(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
+    years = frame.filter(~pl.col("_no_year") & pl.col("ts").is_not_null()).select(pl.col("ts").dt.year())
+    ref_year = int(years.to_series().mode().sort()[-1]) if years.height else _mtime_year(inventory)
+    ts = pl.coalesce(pl.col("ts"), pl.col("_cfe_time"))
+    ts = pl.when(pl.col("_no_year") & ts.is_not_null()).then(ts.dt.replace(year=ref_year)).otherwise(ts)
+    frame = frame.with_columns(ts.alias("ts"))
+    inferred = pl.col("ts").is_null()
+    filled = pl.coalesce(
+        pl.col("ts").forward_fill().over("stream", order_by="line"),
+        pl.col("ts").forward_fill().over("file", order_by="line"),
+    )
+    return frame.with_columns(filled.alias("ts"), (inferred & filled.is_not_null()).alias("ts_inferred"))
+
+
+def _mtime_year(inventory: Inventory) -> int:
+    from datetime import datetime
+
+    for f in inventory.files:
+        try:
+            return datetime.fromtimestamp(f.path.stat().st_mtime).year
+        except OSError:
+            continue
+    return 1970
+
+
+def _attribute_ranks(frame: pl.DataFrame) -> pl.DataFrame:
+    """Global rank, local rank, node and node rank for every row, with ``rank_source``."""
+    npu_rank = pl.when(pl.col("_npu_rank") >= 0).then(pl.col("_npu_rank"))
+    self_rank = pl.coalesce(npu_rank, pl.col("_nccl_rank"))
+    frame = frame.with_columns(
+        pl.coalesce("pfx_local", "path_local_rank", "_cfe_lr", "_agent_lr").alias("local_rank"),
+        pl.coalesce(pl.col("_cfe_rank"), self_rank).alias("_content_rank"),
+        self_rank.alias("_self_rank"),
+    )
+    # A per-process file (trainer log, plog) whose lines name one rank only belongs to that rank.
+    # Consoles never do: they interleave processes, and ChildFailedError rows describe others.
+    has_prefix = (pl.col("pfx_rank").is_not_null() | pl.col("pfx_local").is_not_null()).any().over("file")
+    file_rank = (
+        frame.filter(
+            pl.col("_self_rank").is_not_null()
+            & ~has_prefix
+            & pl.col("family").is_in(["trainer_log", "ascend_plog", "nccl_debug", "generic", "torchrun_logdir"])
+        )
+        .group_by("file")
+        .agg(pl.col("_self_rank").n_unique().alias("_n"), pl.col("_self_rank").first().alias("_file_rank"))
+        .filter(pl.col("_n") == 1)
+        .drop("_n")
+    )
+    frame = frame.join(file_rank, on="file", how="left")
+    frame = _nodes(frame)
+    frame = frame.with_columns(
+        pl.when(pl.col("pfx_rank").is_not_null()).then(pl.lit("prefix"))
+        .when(pl.col("path_rank").is_not_null()).then(pl.lit("path"))
+        .when(pl.col("_content_rank").is_not_null() | pl.col("_file_rank").is_not_null()).then(pl.lit("content"))
+        .alias("rank_source"),
+        pl.coalesce("pfx_rank", "path_rank", "_content_rank", "_file_rank").alias("rank"),
+    )
+    # local rank + node rank + processes per node -> global rank, where the layout says enough
+    inferred = pl.col("node_rank") * pl.col("_nproc") + pl.col("local_rank")
+    frame = frame.with_columns(
+        pl.when(pl.col("rank").is_null() & inferred.is_not_null()).then(pl.lit("inferred")).otherwise(pl.col("rank_source")).alias("rank_source"),
+        pl.coalesce(pl.col("rank"), inferred).alias("rank"),
+    )
+    return _ranks_from_pids(frame)
+
+
+def _nodes(frame: pl.DataFrame) -> pl.DataFrame:
+    """Node name, node rank and processes per node."""
+    # a file's node: its path, else the host its agent/NCCL lines name most often
+    hosts = (
+        frame.filter(pl.col("path_node").is_null())
+        .with_columns(pl.coalesce("_cfe_host", "host").alias("_h"))
+        .filter(pl.col("_h").is_not_null())
+        .group_by("file")
+        .agg(pl.col("_h").mode().sort().first().alias("_file_host"))
+    )
+    frame = frame.join(hosts, on="file", how="left").with_columns(
+        pl.coalesce("path_node", "_file_host").alias("node")
+    )
+    nodes = frame.select(pl.col("node").drop_nulls().unique()).to_series().to_list()
+    if len(nodes) == 1:
+        frame = frame.with_columns(pl.col("node").fill_null(nodes[0]))
+    # node rank: pod index, --node_rank printed by the node's launcher, the ChildFailedError ranks
+    node_facts = frame.group_by("node").agg(
+        pl.col("path_node_rank").drop_nulls().first().alias("_pod_rank"),
+        pl.col("message").str.extract(_NODE_RANK_ARG, 1).cast(pl.Int64, strict=False).drop_nulls().first().alias("_arg_rank"),
+        pl.col("message").str.extract(_NPROC_ARG, 1).cast(pl.Int64, strict=False).drop_nulls().first().alias("_arg_nproc"),
+        (pl.col("local_rank").max() + 1).alias("_seen_nproc"),
+        (pl.col("_cfe_rank") - pl.col("_cfe_lr")).drop_nulls().first().alias("_cfe_base"),
+    )
+    node_facts = node_facts.with_columns(pl.coalesce("_arg_nproc", "_seen_nproc").alias("_nproc"))
+    nproc = node_facts.select(pl.col("_nproc").max()).item() if node_facts.height else None
+    named = node_facts.filter(pl.col("node").is_not_null()).sort("node")
+    if named.height <= 1:
+        order = {name: 0 for name in named["node"].to_list()}
+    else:
+        # sorted host names are only a guess at node order; used last
+        order = {name: i for i, name in enumerate(named["node"].to_list())}
+    node_facts = node_facts.with_columns(
+        pl.coalesce(
+            pl.col("_pod_rank"),
+            pl.col("_arg_rank"),
+            (pl.col("_cfe_base") // pl.lit(nproc)) if nproc else pl.lit(None, pl.Int64),
+            pl.col("node").replace_strict(order, default=None, return_dtype=pl.Int64),
+            pl.when(pl.lit(len(nodes) <= 1)).then(pl.lit(0, pl.Int64)),
+        ).alias("node_rank"),
+        pl.lit(nproc, dtype=pl.Int64).alias("_nproc"),
+    ).select("node", "node_rank", "_nproc")
+    return frame.join(node_facts, on="node", how="left", nulls_equal=True)
+
+
+def _ranks_from_pids(frame: pl.DataFrame) -> pl.DataFrame:
+    """Rows that know only their process id (py-spy dumps, plogs) take the rank of that pid."""
+    known = (
+        frame.filter(pl.col("pid").is_not_null() & pl.col("rank").is_not_null() & (pl.col("rank_source") != "inferred"))
+        .group_by("pid")
+        .agg(pl.col("rank").n_unique().alias("_n"), pl.col("rank").first().alias("_pid_rank"))
+        .filter(pl.col("_n") == 1)
+        .drop("_n")
+    )
+    # a whole file speaks for one process when it names exactly one pid (py-spy dump of one rank)
+    file_pid = (
+        frame.filter(pl.col("pid").is_not_null())
+        .group_by("file")
+        .agg(pl.col("pid").n_unique().alias("_n"), pl.col("pid").first().alias("_file_pid"))
+        .filter(pl.col("_n") == 1)
+        .drop("_n")
+    )
+    plog = frame.select("file").unique().with_columns(
+        pl.col("file").str.extract(_PLOG_PID.pattern, 1).cast(pl.Int64, strict=False).alias("_plog_pid")
+    )
+    frame = frame.join(file_pid, on="file", how="left").join(plog, on="file", how="left")
+    frame = frame.with_columns(pl.coalesce("pid", "_file_pid", "_plog_pid").alias("_any_pid"))
+    frame = frame.join(known, left_on="_any_pid", right_on="pid", how="left")
+    by_pid = pl.col("rank").is_null() & pl.col("_pid_rank").is_not_null()
+    return frame.with_columns(
+        pl.when(by_pid).then(pl.lit("inferred")).otherwise(pl.col("rank_source")).alias("rank_source"),
+        pl.coalesce("rank", "_pid_rank").alias("rank"),
+    )
