@@ -9,7 +9,6 @@ used only in part carries a note.
 from __future__ import annotations
 
 import bz2
-import gzip
 import lzma
 import zlib
 from dataclasses import dataclass, field
@@ -55,6 +54,37 @@ def _read_compressed(path: Path, opener, what: str, limit: int | None) -> tuple[
     return b"".join(chunks), notes
 
 
+def _read_gzip(path: Path, limit: int | None) -> tuple[bytes, list[str]]:
+    """Gzip through zlib directly, so a truncated archive still yields what was written."""
+    out: list[bytes] = []
+    total = 0
+    decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        with path.open("rb") as handle:
+            while limit is None or total < limit:
+                chunk = handle.read(_CHUNK)
+                if not chunk:
+                    break
+                while chunk:
+                    data = decomp.decompress(chunk)
+                    out.append(data)
+                    total += len(data)
+                    chunk = b""
+                    if decomp.eof and decomp.unused_data:  # concatenated gzip members
+                        chunk = decomp.unused_data
+                        decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    except zlib.error as exc:
+        if not total:
+            raise Unreadable(f"corrupt gzip archive: {exc}") from exc
+        return b"".join(out), [f"corrupt gzip archive: read {total} bytes before: {exc}"]
+    except OSError as exc:
+        raise Unreadable(f"cannot read: {exc.strerror or exc}") from exc
+    out.append(decomp.flush())
+    if not decomp.eof and (limit is None or total < limit):
+        return b"".join(out), [f"truncated gzip archive: read {total} bytes, the end of the stream is missing"]
+    return b"".join(out), []
+
+
 def _read_zstd(path: Path, limit: int | None) -> tuple[bytes, list[str]]:
     import zstandard
 
@@ -78,7 +108,7 @@ def read_bytes(path: Path, limit: int | None = None) -> tuple[bytes, list[str]]:
     except OSError as exc:
         raise Unreadable(f"cannot open: {exc.strerror or exc}") from exc
     if magic[:2] == b"\x1f\x8b":
-        return _read_compressed(path, gzip.open, "gzip", limit)
+        return _read_gzip(path, limit)
     if magic[:4] == b"\x28\xb5\x2f\xfd":
         return _read_zstd(path, limit)
     if magic[:3] == b"BZh":

@@ -119,9 +119,7 @@ def timeline_from_text(text: str, file: str = "console.log") -> pl.DataFrame:
     family = _family_for_text(text, file)
     job_file = JobFile(Path(file), file, len(text), family)
     facts = _path_facts([job_file])[file]
-    lines = _structured(family, text)
-    if lines is None:
-        lines = text_lines(text)
+    lines, _ = _lines_for(family, text)
     frame = lines.with_columns(
         pl.lit(file).alias("file"),
         pl.lit(family).alias("family"),
@@ -180,14 +178,18 @@ def _read_file(job_file: JobFile) -> _Read:
     if looks_binary(data):
         return _Read(job_file, None, notes, "binary file (not log text)")
     raw = decode(data)
-    notes = notes + raw.notes
+    lines, parse_notes = _lines_for(job_file.family, raw.text)
+    return _Read(job_file, lines, notes + raw.notes + parse_notes)
+
+
+def _lines_for(family: str, text: str) -> tuple[pl.DataFrame, list[str]]:
+    """Structured rows for dumps and error files, text lines for everything else."""
     try:
-        lines = _structured(job_file.family, raw.text)
+        lines = _structured(family, text)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         # a truncated or foreign JSON file: fall back to reading it as text
-        notes.append(f"not valid {job_file.family} ({type(exc).__name__}); read as plain text")
-        lines = None
-    return _Read(job_file, lines if lines is not None else text_lines(raw.text), notes)
+        return text_lines(text), [f"not valid {family} ({type(exc).__name__}); read as plain text"]
+    return (lines if lines is not None else text_lines(text)), []
 
 
 def _path_facts(files: list[JobFile]) -> dict[str, dict[str, object]]:
@@ -233,6 +235,7 @@ def _finish(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
         ("stream", pl.String), ("pfx_rank", pl.Int64), ("pfx_local", pl.Int64), ("srun", pl.Int64),
         ("_no_year", pl.Boolean), ("_npu_rank", pl.Int64), ("_nccl_rank", pl.Int64), ("_agent_lr", pl.Int64),
         ("_cfe_rank", pl.Int64), ("_cfe_lr", pl.Int64), ("_cfe_host", pl.String), ("_cfe_time", pl.Datetime("us")),
+        ("_k8s_time", pl.Datetime("us")),
         ("_rec_row", pl.Int64), ("ts", pl.Datetime("us")), ("level", pl.String), ("host", pl.String),
         ("pid", pl.Int64), ("step", pl.Int64),
     ):
@@ -255,7 +258,8 @@ def _finish(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
 def _fill_times(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
     years = frame.filter(~pl.col("_no_year") & pl.col("ts").is_not_null()).select(pl.col("ts").dt.year())
     ref_year = int(years.to_series().mode().sort()[-1]) if years.height else _mtime_year(inventory)
-    ts = pl.coalesce(pl.col("ts"), pl.col("_cfe_time"))
+    # kubectl --timestamps is the kubelet's receive time (UTC): used only when the line has no time of its own
+    ts = pl.coalesce(pl.col("ts"), pl.col("_cfe_time"), pl.col("_k8s_time"))
     ts = pl.when(pl.col("_no_year") & ts.is_not_null()).then(ts.dt.replace(year=ref_year)).otherwise(ts)
     frame = frame.with_columns(ts.alias("ts"))
     inferred = pl.col("ts").is_null()
@@ -301,6 +305,12 @@ def _attribute_ranks(frame: pl.DataFrame) -> pl.DataFrame:
         .drop("_n")
     )
     frame = frame.join(file_rank, on="file", how="left")
+    # an srun label is the global rank when it is the only rank marker; with torchrun inside
+    # srun (rank prefixes present) it is the node index instead
+    srun_is_rank = (pl.col("family") == "slurm") & ~has_prefix
+    frame = frame.with_columns(
+        pl.coalesce(pl.col("pfx_rank"), pl.when(srun_is_rank).then(pl.col("srun"))).alias("pfx_rank")
+    )
     frame = _nodes(frame)
     frame = frame.with_columns(
         pl.when(pl.col("pfx_rank").is_not_null()).then(pl.lit("prefix"))

@@ -38,6 +38,7 @@ def _strip_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
     cut = pl.col("k8s_ts").str.len_chars().fill_null(-1) + 1
     cut = pl.when(is_slurm & pl.col("srun").is_not_null()).then(pl.col("pfx").str.len_chars()).otherwise(cut)
     frame = frame.with_columns(
+        pl.col("k8s_ts").str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S%.fZ", strict=False).alias("_k8s_time"),
         pl.col("raw").str.slice(cut).alias("_rest"),
         pl.when(is_slurm).then(pl.col("srun").cast(pl.Int64, strict=False)).alias("srun"),
     ).drop("pfx", "k8s_ts")
