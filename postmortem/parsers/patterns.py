@@ -17,33 +17,30 @@ RANK_PREFIX = (
     r"(?:\[(?P<role2>[A-Za-z_][A-Za-z_-]*)?(?P<n2>\d+)\]: ?)?)"
 )
 
-# §8: timestamps, four shapes, searched in the head of the message.
-TIMESTAMP = (
-    # c10 / glog header: [E1206 18:44:12.715298746 ...] or W0801 13:23:17.366000 (no year)
-    r"^\[?[IWEFCV](?P<g_mo>1[0-2]|0?[1-9])(?P<g_d>[0-3]\d) (?P<g_H>\d\d):(?P<g_M>\d\d):(?P<g_S>\d\d)(?:\.(?P<g_f>\d+))?"
-    # CANN / torch_npu: 2026-05-27-19:52:41 or 2025-10-24-11:18:29.499.235
-    r"|(?P<c_Y>\d{4})-(?P<c_mo>\d\d)-(?P<c_d>\d\d)-(?P<c_H>\d\d):(?P<c_M>\d\d):(?P<c_S>\d\d)(?:\.(?P<c_ms>\d{3})\.(?P<c_us>\d{3}))?"
-    # ISO-like: asctime, DeepSpeed, Megatron, fairseq, hydra, NCCL >= 2.26, kubectl, ChildFailedError time
-    r"|(?P<i_Y>\d{4})-(?P<i_mo>\d\d)-(?P<i_d>\d\d)[T _](?P<i_H>\d\d):(?P<i_M>\d\d):(?P<i_S>\d\d)(?:[.,](?P<i_f>\d{1,9}))?"
-    # HF example scripts: 05/11/2024 10:00:00
-    r"|(?P<u_mo>\d\d)/(?P<u_d>\d\d)/(?P<u_Y>\d{4}) (?P<u_H>\d\d):(?P<u_M>\d\d):(?P<u_S>\d\d)"
+# §8: timestamps. Dated shapes: ISO-like (asctime, DeepSpeed, Megatron, fairseq, hydra, NCCL >= 2.26,
+# kubectl, ChildFailedError time), CANN / torch_npu (2026-05-27-19:52:41[.499.235]), HF examples
+# (05/11/2024 10:00:00). Year-less c10/glog headers ([E1206 18:44:12.715298746 ..., W0801 13:23:17.366000).
+DATED_TIMESTAMP = (
+    r"(\d{4}-\d\d-\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?|\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?"
+    r"|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)"
 )
+GLOG_TIMESTAMP = r"^\[?[IWEFCV](\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?)"
 
 LEVEL = (
     r"^\[?(?P<glog>[IWEFC])\d{3,4} \d\d:"
     r"|(?:^|[\[\s|:(])(?P<word>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|Error|Warning)(?:[\]\s|:,)]|$)"
 )
 
-# §6: training progress. One alternation; the first alternative that matches wins.
-PROGRESS = (
-    r"'global_step/max_steps': '(?P<swift_step>\d+)/(?P<swift_max>\d+)'"
-    r"|\biteration\s+(?P<mega_step>\d+)/\s*(?P<mega_max>\d+) \|"
-    r"|\bnum_updates[=:] ?(?P<fair_step>\d+)"
-    r"|(?P<tqdm_head>^[^|]{0,40})\|[^|]{0,80}\|\s*(?P<tqdm_step>\d+)/(?P<tqdm_max>\d+) \[[\d:]+<"
-    r"|(?i:\bglobal[_ ]step)[\s:=]+(?P<gstep>\d+)"
-    r"|(?i:\bstep)(?:\s*[:=]\s*|\s+)\[?(?P<step>\d+)\]?(?:\s*/\s*(?P<step_max>\d+))?"
-    r"|(?i:\biter(?:ation)?)(?:\s*[:=]\s*|\s+)(?P<iter>\d+)(?:\s*/\s*(?P<iter_max>\d+))?"
+# §6: training progress, one pattern per format, in order of trust.
+PROGRESS_FORMATS: tuple[str, ...] = (
+    r"'global_step/max_steps': '(?P<step>\d+)/(?P<total>\d+)'",  # ms-swift
+    r"\biteration\s+(?P<step>\d+)/\s*(?P<total>\d+) \|",  # Megatron
+    r"\bnum_updates[=:] ?(?P<step>\d+)(?P<total>)",  # fairseq
+    r"\bglobal[_ ]step[\s:=]+(?P<step>\d+)(?:\s*/\s*(?P<total>\d+))?",
+    r"\b[Ss]tep(?:\s*[:=]\s*|\s+)\[?(?P<step>\d+)\]?(?:\s*/\s*(?P<total>\d+))?",
+    r"\b[Ii]ter(?:ation)?(?:\s*[:=]\s*|\s+)(?P<step>\d+)(?:\s*/\s*(?P<total>\d+))?",
 )
+TQDM = r"\|\s*(?P<step>\d+)/(?P<total>\d+) \[[\d:]+<"
 # tqdm bars whose description says they are not training steps
 NON_TRAIN_BAR = r"(?i)val|eval|test|predict|map|token|load|download|shard|generat|filter|pack|convert|infer|sampl"
 
@@ -128,3 +125,12 @@ RECORD_CONTINUES: dict[str, str] = {
     "cann": r"^(?: {4,}|\t)",
     "cfe": r"^=+$|^-+$|^.+ FAILED$|^Failures:|^\s|^Root Cause|^\[\d+\]:$",
 }
+
+# Literal prefilters (Aho-Corasick, case-insensitive where noted): a row that contains none of
+# these cannot match the corresponding regex, so the regex never runs on it.
+ERROR_HINTS: tuple[str, ...] = (
+    "Traceback", "Error", "Exception", "Fatal", "terminate called", "exitcode", "Watchdog caught", "mismatch",
+    "ERR", "(E", " E", "out of memory", "Killed process", "Segmentation", "runtime_assert", "watchdog thread",
+    "failed or timed out", "received by PID", "nan", "NaN",
+)
+RECORD_HINTS: tuple[str, ...] = ("Traceback", "terminate called", "ChildFailedError", "(E", "EI", "EE", "EZ", "EJ", "EH", "EL")
