@@ -23,7 +23,7 @@ from postmortem.parsers.text import parse_text
 from postmortem.reading import Unreadable, decode, looks_binary, read_bytes, text_lines
 from postmortem.schema import conform
 
-BATCH_BYTES = 96 << 20
+BATCH_BYTES = 32 << 20
 
 _PATH_RANK = re.compile(r"(?:^|[/_.-])(?:rank|proc|process)[_-]?(\d+)(?=[/_.-]|$)", re.IGNORECASE)
 _PATH_LOCAL_RANK = re.compile(r"(?:^|/)attempt_\d+/(\d+)/")
@@ -83,25 +83,21 @@ def build_timeline(
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for batch in _batches(inventory.files):
             text_parts: list[pl.DataFrame] = []
+            structured: list[pl.DataFrame] = []
             for read in pool.map(_read_file, batch):
                 notes.extend(Skipped(read.file.rel, n) for n in read.notes)
-                if read.error is not None:
-                    skipped.append(Skipped(read.file.rel, read.error))
+                if read.error is not None or read.lines is None:
+                    skipped.append(Skipped(read.file.rel, read.error or "unreadable"))
                     continue
-                assert read.lines is not None
-                facts = path_facts[read.file.rel]
-                frame = read.lines.with_columns(
-                    pl.lit(read.file.rel).alias("file"),
-                    pl.lit(read.file.family).alias("family"),
-                    *(pl.lit(v, dtype=pl.Int64 if k != "path_node" else pl.String).alias(k) for k, v in facts.items()),
-                )
-                if "raw" in frame.columns:
-                    text_parts.append(frame)
-                else:
-                    frames.append(frame)
+                frame = _tag(read.lines, read.file, path_facts[read.file.rel])
+                (text_parts if "raw" in frame.columns else structured).append(frame)
+            parts = structured
             if text_parts:
-                parsed = parse_text(pl.concat(text_parts, how="vertical_relaxed"))
-                frames.append(_keep_rows(parsed, keep, keep_all))
+                parts.append(_keep_rows(parse_text(pl.concat(text_parts, how="vertical_relaxed")), keep, keep_all))
+            if parts:
+                # batches follow file order, so only a batch with dumps in it needs sorting
+                merged = pl.concat(parts, how="diagonal_relaxed")
+                frames.append(merged.sort(["file", "line"], maintain_order=True) if structured else merged)
     inventory.skipped[:] = sorted(skipped, key=lambda s: s.rel)
     parsed_files = {f.rel for f in inventory.files} - {s.rel for s in skipped}
     inventory.files[:] = [f for f in inventory.files if f.rel in parsed_files]
@@ -120,15 +116,20 @@ def timeline_from_text(text: str, file: str = "console.log") -> pl.DataFrame:
     job_file = JobFile(Path(file), file, len(text), family)
     facts = _path_facts([job_file])[file]
     lines, _ = _lines_for(family, text)
-    frame = lines.with_columns(
-        pl.lit(file).alias("file"),
-        pl.lit(family).alias("family"),
-        *(pl.lit(v, dtype=pl.Int64 if k != "path_node" else pl.String).alias(k) for k, v in facts.items()),
-    )
+    frame = _tag(lines, job_file, facts)
     if "raw" in frame.columns:
         frame = parse_text(frame)
     inventory = Inventory(root=Path("."), files=[job_file], skipped=[])
     return _finish(frame, inventory)
+
+
+def _tag(lines: pl.DataFrame, job_file: JobFile, facts: dict[str, object]) -> pl.DataFrame:
+    """Add the file's name, family and path facts to each of its rows."""
+    return lines.with_columns(
+        pl.lit(job_file.rel).alias("file"),
+        pl.lit(job_file.family).alias("family"),
+        *(pl.lit(v, dtype=pl.String if k == "path_node" else pl.Int64).alias(k) for k, v in facts.items()),
+    )
 
 
 def _family_for_text(text: str, file: str) -> str:
@@ -226,7 +227,14 @@ def _keep_rows(frame: pl.DataFrame, keep: str | None, keep_all: bool) -> pl.Data
     )
     if keep:
         notable = notable | pl.col("message").str.contains(keep)
-    return frame.filter(notable)
+    # Several progress lines per step (a tqdm redraw, a log_dist line, a metrics dict) say the
+    # same step; keep the first of each and every one that carries a metric.
+    repeated_step = (
+        (pl.col("kind") == "progress")
+        & pl.col("loss").is_null() & pl.col("grad_norm").is_null() & pl.col("lr").is_null()
+        & (pl.col("step") == pl.col("step").shift(1).over("stream"))
+    )
+    return frame.filter(notable & ~repeated_step.fill_null(False))
 
 
 def _finish(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
@@ -243,7 +251,17 @@ def _finish(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
             frame = frame.with_columns(pl.lit(None, dtype=dtype).alias(col))
     frame = frame.with_columns(pl.col("stream").fill_null(pl.col("file")))
     frame = _fill_times(frame, inventory)
-    frame = _attribute_ranks(frame)
+    # Rank attribution joins small per-file and per-node tables; it runs on a narrow copy so the
+    # joins never copy the message text, and its result columns are attached back in row order.
+    narrow = frame.select(
+        *[c for c in _ATTRIBUTION_INPUTS if c in frame.columns],
+        pl.col("message").str.extract(_NODE_RANK_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_node_rank"),
+        pl.col("message").str.extract(_NPROC_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_nproc"),
+    ).with_row_index("_idx")
+    attributed = _attribute_ranks(narrow).sort("_idx")
+    frame = frame.drop([c for c in _ATTRIBUTION_OUTPUTS if c in frame.columns]).hstack(
+        attributed.select(_ATTRIBUTION_OUTPUTS)
+    )
     # record ids: unique over the job
     frame = frame.with_columns(
         pl.when(pl.col("_rec_row").is_not_null())
@@ -251,8 +269,14 @@ def _finish(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
         .cast(pl.Int64)
         .alias("record")
     )
-    frame = frame.sort(["file", "line"], maintain_order=True)
     return conform(frame)
+
+
+_ATTRIBUTION_INPUTS = (
+    "file", "family", "line", "stream", "pfx_rank", "pfx_local", "srun", "path_rank", "path_local_rank", "path_node",
+    "path_node_rank", "_cfe_rank", "_cfe_lr", "_cfe_host", "_agent_lr", "_npu_rank", "_nccl_rank", "host", "pid",
+)
+_ATTRIBUTION_OUTPUTS = ["rank", "local_rank", "rank_source", "node", "node_rank"]
 
 
 def _fill_times(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
@@ -304,7 +328,7 @@ def _attribute_ranks(frame: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("_n") == 1)
         .drop("_n")
     )
-    frame = frame.join(file_rank, on="file", how="left")
+    frame = frame.join(file_rank, on="file", how="left", maintain_order="left")
     # an srun label is the global rank when it is the only rank marker; with torchrun inside
     # srun (rank prefixes present) it is the node index instead
     srun_is_rank = (pl.col("family") == "slurm") & ~has_prefix
@@ -338,7 +362,7 @@ def _nodes(frame: pl.DataFrame) -> pl.DataFrame:
         .group_by("file")
         .agg(pl.col("_h").mode().sort().first().alias("_file_host"))
     )
-    frame = frame.join(hosts, on="file", how="left").with_columns(
+    frame = frame.join(hosts, on="file", how="left", maintain_order="left").with_columns(
         pl.coalesce("path_node", "_file_host").alias("node")
     )
     nodes = frame.select(pl.col("node").drop_nulls().unique()).to_series().to_list()
@@ -347,8 +371,8 @@ def _nodes(frame: pl.DataFrame) -> pl.DataFrame:
     # node rank: pod index, --node_rank printed by the node's launcher, the ChildFailedError ranks
     node_facts = frame.group_by("node").agg(
         pl.col("path_node_rank").drop_nulls().first().alias("_pod_rank"),
-        pl.col("message").str.extract(_NODE_RANK_ARG, 1).cast(pl.Int64, strict=False).drop_nulls().first().alias("_arg_rank"),
-        pl.col("message").str.extract(_NPROC_ARG, 1).cast(pl.Int64, strict=False).drop_nulls().first().alias("_arg_nproc"),
+        pl.col("_arg_node_rank").drop_nulls().first().alias("_arg_rank"),
+        pl.col("_arg_nproc").drop_nulls().first().alias("_arg_nproc"),
         (pl.col("local_rank").max() + 1).alias("_seen_nproc"),
         (pl.col("_cfe_rank") - pl.col("_cfe_lr")).drop_nulls().first().alias("_cfe_base"),
     )
@@ -370,7 +394,7 @@ def _nodes(frame: pl.DataFrame) -> pl.DataFrame:
         ).alias("node_rank"),
         pl.lit(nproc, dtype=pl.Int64).alias("_nproc"),
     ).select("node", "node_rank", "_nproc")
-    return frame.join(node_facts, on="node", how="left", nulls_equal=True)
+    return frame.join(node_facts, on="node", how="left", nulls_equal=True, maintain_order="left")
 
 
 def _ranks_from_pids(frame: pl.DataFrame) -> pl.DataFrame:
@@ -393,9 +417,9 @@ def _ranks_from_pids(frame: pl.DataFrame) -> pl.DataFrame:
     plog = frame.select("file").unique().with_columns(
         pl.col("file").str.extract(_PLOG_PID.pattern, 1).cast(pl.Int64, strict=False).alias("_plog_pid")
     )
-    frame = frame.join(file_pid, on="file", how="left").join(plog, on="file", how="left")
+    frame = frame.join(file_pid, on="file", how="left", maintain_order="left").join(plog, on="file", how="left", maintain_order="left")
     frame = frame.with_columns(pl.coalesce("pid", "_file_pid", "_plog_pid").alias("_any_pid"))
-    frame = frame.join(known, left_on="_any_pid", right_on="pid", how="left")
+    frame = frame.join(known, left_on="_any_pid", right_on="pid", how="left", maintain_order="left")
     by_pid = pl.col("rank").is_null() & pl.col("_pid_rank").is_not_null()
     return frame.with_columns(
         pl.when(by_pid).then(pl.lit("inferred")).otherwise(pl.col("rank_source")).alias("rank_source"),

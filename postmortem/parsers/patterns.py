@@ -103,10 +103,11 @@ LIFECYCLE_LINE = (
 )
 COLLECTIVE_LINE = r"NCCL INFO|HCCL|ncclCommInit|\bWork(?:NCCL|HCCL|Gloo)\(|ProcessGroup|\bc10d\b|gloo|\[PG "
 NOTABLE_INFO = (
-    r"(?i)error|exception|fail|fatal|timeout|timed out|abort|killed|signal|nan\b|\binf\b|overflow|memory|oom|"
-    r"barrier|hang|stuck|rank|world|node|master|version|NCCL_|HCCL_|GLOO_|TORCH_|CUDA_|ASCEND_|OMP_|"
-    r"finished|stop|exit|shutdown|epoch|dataset|tokens|checkpoint|save|eval|config|argument|args|deepspeed|zero|"
-    r"torch|cann|launch|command|batch|steps?\b|iters?\b"
+    r"(?i)error|exception|fail|fatal|timeout|timed out|abort|killed|signal|\bnan\b|\binf\b|overflow|out of memory|"
+    r"\boom\b|barrier|hang|stuck|world[_ ]size|master_|version|NCCL_|HCCL_|GLOO_|TORCH_|CUDA_|ASCEND_|OMP_|"
+    r"finished|stopp|exit|shutdown|end of epoch|dataset|checkpoint|deepspeed|zero|torchrun|launch|--nnodes|"
+    r"--nproc|arguments|hyperparam|TrainingArguments|train_iters|max_steps|eval_steps|save_steps|micro_batch|"
+    r"global_batch|seq_len|max_length|drop_last"
 )
 
 # §1.5: the ChildFailedError block and others whose lines form one record.
