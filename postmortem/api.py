@@ -2,15 +2,81 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 from rich.console import Console
 from rich.table import Table
 
+from postmortem import __version__
+from postmortem.diagnosis import diagnose
 from postmortem.errors import InputError
 from postmortem.inventory import fmt_ts, job_info, rank_progress
+from postmortem.model import SEVERITY_ORDER, Report
+from postmortem.rule_engine import ExampleResult, RuleSet, load_rules, match_rules, run_examples
 from postmortem.timeline import Timeline, build_timeline
+
+
+@dataclass
+class Analysis:
+    """The result of analyzing one job: the report and the timeline it was drawn from."""
+
+    report: Report
+    timeline: Timeline
+
+
+def analyze(
+    job: Path,
+    *,
+    rules_dirs: Sequence[Path] = (),
+    rules: RuleSet | None = None,
+    keep_all: bool = False,
+) -> Analysis:
+    """Parse ``job``, match the rules, reason across ranks and return the report.
+
+    ``rules_dirs`` add to (and override by id) the built-in rules and ``$POSTMORTEM_RULES``;
+    a ready ``rules`` set is used as is. Raises :class:`InputError` or :class:`RuleError`.
+    """
+    ruleset = rules if rules is not None else load_rules(rules_dirs)
+    timeline = load_timeline(job, keep=ruleset.keep_pattern(), keep_all=keep_all)
+    findings = match_rules(timeline.frame, ruleset)
+    report = diagnose(timeline.frame, findings, job_info(timeline), __version__)
+    return Analysis(report, timeline)
+
+
+def rules(rules_dirs: Sequence[Path] = ()) -> RuleSet:
+    """The built-in rules plus ``rules_dirs`` and ``$POSTMORTEM_RULES`` (later ids override)."""
+    return load_rules(rules_dirs)
+
+
+def test_rules(directory: Path | None = None) -> list[ExampleResult]:
+    """Run the inline examples of every rule (or only of the rules in ``directory``)."""
+    ruleset = load_rules() if directory is None else load_rules([directory], builtin=False)
+    return run_examples(ruleset)
+
+
+def write_report(report: Report, frame: pl.DataFrame, output: Path, fmt: str | None = None) -> None:
+    """Write the report as HTML, Markdown or JSON, chosen by ``fmt`` or by ``output``'s extension."""
+    from postmortem.render import render_html, render_markdown
+
+    kind = fmt or {".html": "html", ".htm": "html", ".md": "md", ".json": "json"}.get(output.suffix.lower())
+    if kind is None:
+        raise InputError(f"{output}: unknown report format {output.suffix!r} (use .html, .md or .json)")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "html":
+        render_html(report, frame, output)
+    elif kind == "md":
+        output.write_text(render_markdown(report), encoding="utf-8")
+    else:
+        output.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def worst_severity_at_least(report: Report, severity: str) -> bool:
+    """True when some finding is at least as severe as ``severity``."""
+    return any(SEVERITY_ORDER[f.severity] >= SEVERITY_ORDER[severity] for f in report.findings)
 
 
 def load_timeline(job: Path, *, keep: str | None = None, keep_all: bool = False) -> Timeline:
@@ -73,4 +139,7 @@ def _ranges(ranks: list[int]) -> str:
     return format_ranks(ranks)
 
 
-__all__ = ["Timeline", "export_timeline", "load_timeline", "pl", "print_inventory"]
+__all__ = [
+    "Analysis", "Timeline", "analyze", "export_timeline", "load_timeline", "print_inventory", "rules", "test_rules",
+    "worst_severity_at_least", "write_report",
+]
