@@ -36,7 +36,7 @@ _HEAD_PATTERNS: dict[str, re.Pattern[str]] = {
     "plog": re.compile(r"^\[(?:ERROR|WARNING|INFO|DEBUG|EVENT)\] [A-Z_0-9]+\(\d+,[^)]*\):\d{4}-\d\d-\d\d", re.MULTILINE),
     "npu": re.compile(r"\(PID:\d+, Device:-?\d+, RankID:-?\d+\) ERR\d{5}|\bE[IJHEZ]\d{4}\b|torch_npu|CANN"),
     "trainer": re.compile(
-        r"\{'loss': |'global_step/max_steps'|\biteration\s+\d+/\s*\d+ \||train_inner|\[INFO\|[\w.]+:\d+\]|"
+        r"\{'loss': |[\"']global_step/max_steps[\"']|\{\"loss\": |\biteration\s+\d+/\s*\d+ \||train_inner|\[INFO\|[\w.]+:\d+\]|"
         r"\[(?:INFO|WARNING):swift\]|\[Rank \d+\] step=|\bstep[ =:]+\d+|\d+/\d+ \[\d+:\d+<|\[[\d-]+ [\d:,]+\] \[(?:INFO|WARNING)\] \[[\w.]+:\d+:\w+\]"
     ),
 }

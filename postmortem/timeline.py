@@ -232,7 +232,7 @@ def _keep_rows(frame: pl.DataFrame, keep: str | None, keep_all: bool) -> pl.Data
     repeated_step = (
         (pl.col("kind") == "progress")
         & pl.col("loss").is_null() & pl.col("grad_norm").is_null() & pl.col("lr").is_null()
-        & (pl.col("step") == pl.col("step").shift(1).over("stream"))
+        & (pl.col("step") == pl.col("step").shift(1).over("stream", "_line_rank"))
     )
     return frame.filter(notable & ~repeated_step.fill_null(False))
 
@@ -244,7 +244,7 @@ def _finish(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
         ("_no_year", pl.Boolean), ("_npu_rank", pl.Int64), ("_nccl_rank", pl.Int64), ("_agent_lr", pl.Int64),
         ("_cfe_rank", pl.Int64), ("_cfe_lr", pl.Int64), ("_cfe_host", pl.String), ("_cfe_time", pl.Datetime("us")),
         ("_k8s_time", pl.Datetime("us")),
-        ("_rec_row", pl.Int64), ("ts", pl.Datetime("us")), ("level", pl.String), ("host", pl.String),
+        ("_line_rank", pl.Int64), ("_rec_row", pl.Int64), ("ts", pl.Datetime("us")), ("level", pl.String), ("host", pl.String),
         ("pid", pl.Int64), ("step", pl.Int64),
     ):
         if col not in frame.columns:
@@ -274,7 +274,8 @@ def _finish(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
 
 _ATTRIBUTION_INPUTS = (
     "file", "family", "line", "stream", "pfx_rank", "pfx_local", "srun", "path_rank", "path_local_rank", "path_node",
-    "path_node_rank", "_cfe_rank", "_cfe_lr", "_cfe_host", "_agent_lr", "_npu_rank", "_nccl_rank", "host", "pid",
+    "path_node_rank", "_cfe_rank", "_cfe_lr", "_cfe_host", "_agent_lr", "_npu_rank", "_nccl_rank", "_line_rank", "host",
+    "pid",
 )
 _ATTRIBUTION_OUTPUTS = ["rank", "local_rank", "rank_source", "node", "node_rank"]
 
@@ -308,7 +309,7 @@ def _mtime_year(inventory: Inventory) -> int:
 def _attribute_ranks(frame: pl.DataFrame) -> pl.DataFrame:
     """Global rank, local rank, node and node rank for every row, with ``rank_source``."""
     npu_rank = pl.when(pl.col("_npu_rank") >= 0).then(pl.col("_npu_rank"))
-    self_rank = pl.coalesce(npu_rank, pl.col("_nccl_rank"))
+    self_rank = pl.coalesce(pl.col("_line_rank"), npu_rank, pl.col("_nccl_rank"))
     frame = frame.with_columns(
         pl.coalesce("pfx_local", "path_local_rank", "_cfe_lr", "_agent_lr").alias("local_rank"),
         pl.coalesce(pl.col("_cfe_rank"), self_rank).alias("_content_rank"),
@@ -342,6 +343,12 @@ def _attribute_ranks(frame: pl.DataFrame) -> pl.DataFrame:
         .when(pl.col("_content_rank").is_not_null() | pl.col("_file_rank").is_not_null()).then(pl.lit("content"))
         .alias("rank_source"),
         pl.coalesce("pfx_rank", "path_rank", "_content_rank", "_file_rank").alias("rank"),
+    )
+    # A trainer log that names no rank at all is the main process's (HF/ms-swift/hydra write
+    # their log and logging.jsonl from local rank 0 only); say so with rank_source "inferred".
+    rankless = pl.col("rank").is_null().all().over("file") & pl.col("local_rank").is_null().all().over("file")
+    frame = frame.with_columns(
+        pl.when((pl.col("family") == "trainer_log") & rankless).then(pl.lit(0, pl.Int64)).otherwise(pl.col("local_rank")).alias("local_rank")
     )
     # local rank + node rank + processes per node -> global rank, where the layout says enough
     inferred = pl.col("node_rank") * pl.col("_nproc") + pl.col("local_rank")

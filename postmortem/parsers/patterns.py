@@ -33,11 +33,12 @@ LEVEL = (
 
 # §6: training progress, one pattern per format, in order of trust.
 PROGRESS_FORMATS: tuple[str, ...] = (
-    r"'global_step/max_steps': '(?P<step>\d+)/(?P<total>\d+)'",  # ms-swift
+    r"[\"']global_step/max_steps[\"']: [\"'](?P<step>\d+)/(?P<total>\d+)[\"']",  # ms-swift (log lines and logging.jsonl)
     r"\biteration\s+(?P<step>\d+)/\s*(?P<total>\d+) \|",  # Megatron
     r"\bnum_updates[=:] ?(?P<step>\d+)(?P<total>)",  # fairseq
     r"\bglobal[_ ]step[\s:=]+(?P<step>\d+)(?:\s*/\s*(?P<total>\d+))?",
-    r"\b[Ss]tep(?:\s*[:=]\s*|\s+)\[?(?P<step>\d+)\]?(?:\s*/\s*(?P<total>\d+))?",
+    # "tokens per step=131,072" is a rate, not a step: the per/thousands groups veto the match
+    r"(?P<per>per )?\b[Ss]tep(?:\s*[:=]\s*|\s+)\[?(?P<step>\d+)(?P<thousands>,\d{3})?\]?(?:\s*/\s*(?P<total>\d+))?",
     r"\b[Ii]ter(?:ation)?(?:\s*[:=]\s*|\s+)(?P<step>\d+)(?:\s*/\s*(?P<total>\d+))?",
 )
 TQDM = r"\|\s*(?P<step>\d+)/(?P<total>\d+) \[[\d:]+<"
@@ -76,6 +77,8 @@ PG_STATUS = (
     r"|Last enqueued NCCL work: (?P<enq2>-?\d+), last completed NCCL work: (?P<done2>-?\d+)"
 )
 PG = r"\[PG ID (?P<pg_id>\d+) PG GUID [^\s(]+\((?P<pg_desc>[^)]*)\)|\[PG (?P<pg>\d+)(?: \((?P<pg_desc2>[^)]*)\))? Rank \d+\]"
+# a script's own "[rank3] ..." at the start of its line (print-style; torchrun's prefix has a colon)
+LINE_RANK = r"^\[[Rr]ank[ _]?(?P<rank>\d+)\][ :]"
 NCCL_RANK = r"ncclCommInitRank\w* comm 0x[0-9a-f]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+)"
 
 # Literal hints: only rows containing one of these go through the field extractors above.

@@ -131,6 +131,8 @@ def _progress(frame: pl.DataFrame) -> pl.DataFrame:
     found = [msg.str.extract_groups(pattern) for pattern in P.PROGRESS_FORMATS]
     bar = msg.str.extract_groups(P.TQDM)
     train_bar = bar.struct.field("step").is_not_null() & ~msg.str.slice(0, 40).str.contains(P.NON_TRAIN_BAR)
+    vetoed = found[4].struct.field("per").is_not_null() | found[4].struct.field("thousands").is_not_null()
+    found[4] = pl.when(vetoed).then(pl.lit(None)).otherwise(found[4])
     step = pl.coalesce(
         *(f.struct.field("step") for f in found[:3]),
         pl.when(train_bar).then(bar.struct.field("step")),
@@ -166,6 +168,7 @@ def _fields(frame: pl.DataFrame) -> pl.DataFrame:
         msg.str.extract_groups(P.PG_STATUS).alias("_ps"),
         msg.str.extract_groups(P.PG).alias("_pg"),
         msg.str.extract_groups(P.NCCL_RANK).struct.field("rank").alias("_nccl_rank"),
+        msg.str.extract_groups(P.LINE_RANK).struct.field("rank").alias("_line_rank"),
     ).unnest("_ec", "_ex", "_pid", "_nh", "_w", "_ps", "_pg")
     as_int = lambda *names: pl.coalesce([pl.col(n) for n in names]).cast(pl.Int64, strict=False)  # noqa: E731
     pg_name = pl.coalesce(
@@ -195,6 +198,7 @@ def _fields(frame: pl.DataFrame) -> pl.DataFrame:
         as_int("done", "done2").alias("last_completed"),
         pl.col("npu_rank").cast(pl.Int64, strict=False).alias("_npu_rank"),
         pl.col("_nccl_rank").cast(pl.Int64, strict=False),
+        pl.col("_line_rank").cast(pl.Int64, strict=False),
         pl.col("agent_lr").cast(pl.Int64, strict=False).alias("_agent_lr"),
     )
     return frame.join(hinted, on="_row", how="left").sort("_row")
