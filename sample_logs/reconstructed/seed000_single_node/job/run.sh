@@ -1,0 +1,10 @@
+#!/bin/bash
+MODEL=/data/models/Qwen3-30B-A3B
+
+torchrun --standalone --nproc_per_node=8 \
+    scripts/train_lm.py examples/demo_trainer/train.yaml \
+    --model.pretrained_model_name_or_path=${MODEL} \
+    --dataset.model_assets.tokenizer.pretrained_model_name_or_path=${MODEL} \
+    --dataset.data_path=dataset/qwen3-30b-a3b/data/raw/wikitext-2-raw-v1-train.jsonl \
+    --dataset.data_config.hf_dataset_name=null \
+    --training.train_iters=100
