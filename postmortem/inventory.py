@@ -56,8 +56,14 @@ def _world_size(frame: pl.DataFrame, ranks: list[int]) -> int | None:
         .select(pl.max_horizontal(pl.all().cast(pl.Int64, strict=False)).max())
         .item()
     )
+    launched = (
+        frame.select(
+            pl.col("message").str.extract(r"--nnodes[= ](\d+)", 1).cast(pl.Int64, strict=False).max().fill_null(1)
+            * pl.col("message").str.extract(r"--nproc[_-]per[_-]node[= ](\d+)", 1).cast(pl.Int64, strict=False).max()
+        ).item()
+    )
     seen = max(ranks) + 1 if ranks else None
-    candidates = [v for v in (stated, seen) if v]
+    candidates = [v for v in (stated, launched, seen) if v]
     return max(candidates) if candidates else None
 
 

@@ -166,13 +166,15 @@ def text_lines(text: str) -> pl.DataFrame:
     lines = pl.Series("raw", [text], dtype=pl.String).str.split("\n").explode()
     frame = pl.DataFrame({"raw": lines}).with_row_index("line", offset=1)
     raw = pl.col("raw")
-    redraw = (
-        raw.str.split("\r")
-        .list.eval(pl.element().filter(pl.element().str.strip_chars().str.len_bytes() > 0))
-        .list.last()
-        .fill_null("")
-    )
+    segments = raw.str.split("\r").list.eval(pl.element().filter(pl.element().str.strip_chars().str.len_bytes() > 0))
+    redrawn = raw.str.contains("\r", literal=True)
+    # HF prints its metrics dict right after a \r of the progress bar: the step is in the bar
+    bar = segments.list.eval(pl.element().filter(pl.element().str.contains(_BAR))).list.last()
     return frame.select(
         pl.col("line").cast(pl.Int64),
-        pl.when(raw.str.contains("\r", literal=True)).then(redraw).otherwise(raw).str.slice(0, MAX_LINE_CHARS).alias("raw"),
+        pl.when(redrawn).then(segments.list.last().fill_null("")).otherwise(raw).str.slice(0, MAX_LINE_CHARS).alias("raw"),
+        pl.when(redrawn).then(bar.str.slice(0, 400)).alias("redraw_bar"),
     )
+
+
+_BAR = r"\|\s*\d+/\d+ \["

@@ -18,6 +18,7 @@ import polars as pl
 
 from postmortem.discover import Inventory, JobFile, Skipped, discover
 from postmortem.parsers import patterns as P
+from postmortem.parsers.flight_recorder import RejectedDump, parse_flight_recorder
 from postmortem.parsers.structured import parse_elastic_error, parse_pyspy_json, parse_pyspy_text
 from postmortem.parsers.text import parse_text
 from postmortem.reading import Unreadable, decode, looks_binary, read_bytes, text_lines
@@ -171,7 +172,7 @@ def _structured(family: str, text: str) -> pl.DataFrame | None:
 
 def _read_file(job_file: JobFile) -> _Read:
     if job_file.family == "flight_recorder":
-        return _Read(job_file, None, [], "flight recorder dump: not analyzed by this version")
+        return _read_flight_recorder(job_file)
     try:
         data, notes = read_bytes(job_file.path)
     except Unreadable as exc:
@@ -181,6 +182,19 @@ def _read_file(job_file: JobFile) -> _Read:
     raw = decode(data)
     lines, parse_notes = _lines_for(job_file.family, raw.text)
     return _Read(job_file, lines, notes + raw.notes + parse_notes)
+
+
+def _read_flight_recorder(job_file: JobFile) -> _Read:
+    """A flight-recorder dump (pickle or JSON): entry rows, or a skipped file with the reason."""
+    try:
+        data, notes = read_bytes(job_file.path)
+    except Unreadable as exc:
+        return _Read(job_file, None, [], str(exc))
+    try:
+        rows = parse_flight_recorder(data, job_file.rel)
+    except RejectedDump as exc:
+        return _Read(job_file, None, notes, str(exc))
+    return _Read(job_file, rows, notes)
 
 
 def _lines_for(family: str, text: str) -> tuple[pl.DataFrame, list[str]]:
@@ -257,6 +271,7 @@ def _finish(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
         *[c for c in _ATTRIBUTION_INPUTS if c in frame.columns],
         pl.col("message").str.extract(_NODE_RANK_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_node_rank"),
         pl.col("message").str.extract(_NPROC_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_nproc"),
+        pl.col("message").str.slice(0, 24).alias("_head"),
     ).with_row_index("_idx")
     attributed = _attribute_ranks(narrow).sort("_idx")
     frame = frame.drop([c for c in _ATTRIBUTION_OUTPUTS if c in frame.columns]).hstack(
@@ -275,7 +290,7 @@ def _finish(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
 _ATTRIBUTION_INPUTS = (
     "file", "family", "line", "stream", "pfx_rank", "pfx_local", "srun", "path_rank", "path_local_rank", "path_node",
     "path_node_rank", "_cfe_rank", "_cfe_lr", "_cfe_host", "_agent_lr", "_npu_rank", "_nccl_rank", "_line_rank", "host",
-    "pid",
+    "pid", "step", "kind",
 )
 _ATTRIBUTION_OUTPUTS = ["rank", "local_rank", "rank_source", "node", "node_rank"]
 
@@ -347,8 +362,17 @@ def _attribute_ranks(frame: pl.DataFrame) -> pl.DataFrame:
     # A trainer log that names no rank at all is the main process's (HF/ms-swift/hydra write
     # their log and logging.jsonl from local rank 0 only); say so with rank_source "inferred".
     rankless = pl.col("rank").is_null().all().over("file") & pl.col("local_rank").is_null().all().over("file")
+    # Likewise progress printed once per step by a process nobody names comes from the main
+    # process (HF/ms-swift/DeepSpeed print progress on rank 0 only); when every rank prints its
+    # own unprefixed progress, each step repeats and nothing is attributed.
+    unranked_progress = pl.col("rank").is_null() & pl.col("local_rank").is_null() & pl.col("step").is_not_null()
+    repeats = pl.when(unranked_progress).then(pl.len().over("file", "step", "_head")).median().over("file")
+    main_process = unranked_progress & (repeats <= 1)
     frame = frame.with_columns(
-        pl.when((pl.col("family") == "trainer_log") & rankless).then(pl.lit(0, pl.Int64)).otherwise(pl.col("local_rank")).alias("local_rank")
+        pl.when(((pl.col("family") == "trainer_log") & rankless) | main_process)
+        .then(pl.lit(0, pl.Int64))
+        .otherwise(pl.col("local_rank"))
+        .alias("local_rank")
     )
     # local rank + node rank + processes per node -> global rank, where the layout says enough
     inferred = pl.col("node_rank") * pl.col("_nproc") + pl.col("local_rank")

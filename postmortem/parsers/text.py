@@ -129,8 +129,14 @@ def _progress(frame: pl.DataFrame) -> pl.DataFrame:
     """Step and total steps from every progress format, one simple pattern per format."""
     msg = pl.col("message")
     found = [msg.str.extract_groups(pattern) for pattern in P.PROGRESS_FORMATS]
-    bar = msg.str.extract_groups(P.TQDM)
-    train_bar = bar.struct.field("step").is_not_null() & ~msg.str.slice(0, 40).str.contains(P.NON_TRAIN_BAR)
+    bar_text = pl.coalesce(pl.when(msg.str.contains(P.TQDM)).then(msg), pl.col("redraw_bar"))
+    bar = bar_text.str.extract_groups(P.TQDM)
+    # nested bars (evaluation inside training) are drawn one line up, with ESC[A
+    train_bar = (
+        bar.struct.field("step").is_not_null()
+        & ~bar_text.str.slice(0, 40).str.contains(P.NON_TRAIN_BAR)
+        & ~bar_text.str.contains("\x1b[A", literal=True)
+    )
     vetoed = found[4].struct.field("per").is_not_null() | found[4].struct.field("thousands").is_not_null()
     found[4] = pl.when(vetoed).then(pl.lit(None)).otherwise(found[4])
     step = pl.coalesce(
@@ -143,7 +149,9 @@ def _progress(frame: pl.DataFrame) -> pl.DataFrame:
         pl.when(train_bar).then(bar.struct.field("total")),
         *(f.struct.field("total") for f in found[3:]),
     )
-    return frame.with_columns(step.cast(pl.Int64, strict=False).alias("step"), total.cast(pl.Int64, strict=False).alias("max_steps"))
+    return frame.with_columns(
+        step.cast(pl.Int64, strict=False).alias("step"), total.cast(pl.Int64, strict=False).alias("max_steps")
+    ).drop("redraw_bar", strict=False)
 
 
 def _number(col: str) -> pl.Expr:
