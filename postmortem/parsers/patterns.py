@@ -78,7 +78,11 @@ PG_STATUS = (
 )
 PG = r"\[PG ID (?P<pg_id>\d+) PG GUID [^\s(]+\((?P<pg_desc>[^)]*)\)|\[PG (?P<pg>\d+)(?: \((?P<pg_desc2>[^)]*)\))? Rank \d+\]"
 # a script's own "[rank3] ..." at the start of its line (print-style; torchrun's prefix has a colon)
-LINE_RANK = r"^\[[Rr]ank[ _]?(?P<rank>\d+)\][ :]"
+# and a process introducing itself: ms-swift "rank: 1, local_rank: 1, world_size: 4", "rank 3/4 local_rank 3"
+LINE_RANK = (
+    r"^\[[Rr]ank[ _]?(?P<rank>\d+)\][ :]|\brank: (?P<swift>\d+), local_rank: \d+, world_size: \d+"
+    r"|\brank (?P<of>\d+)/\d+ local_rank \d+"
+)
 NCCL_RANK = r"ncclCommInitRank\w* comm 0x[0-9a-f]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+)"
 
 # Literal hints: only rows containing one of these go through the field extractors above.

@@ -176,7 +176,7 @@ def _fields(frame: pl.DataFrame) -> pl.DataFrame:
         msg.str.extract_groups(P.PG_STATUS).alias("_ps"),
         msg.str.extract_groups(P.PG).alias("_pg"),
         msg.str.extract_groups(P.NCCL_RANK).struct.field("rank").alias("_nccl_rank"),
-        msg.str.extract_groups(P.LINE_RANK).struct.field("rank").alias("_line_rank"),
+        msg.str.extract_groups(P.LINE_RANK).alias("_self"),
     ).unnest("_ec", "_ex", "_pid", "_nh", "_w", "_ps", "_pg")
     as_int = lambda *names: pl.coalesce([pl.col(n) for n in names]).cast(pl.Int64, strict=False)  # noqa: E731
     pg_name = pl.coalesce(
@@ -206,7 +206,7 @@ def _fields(frame: pl.DataFrame) -> pl.DataFrame:
         as_int("done", "done2").alias("last_completed"),
         pl.col("npu_rank").cast(pl.Int64, strict=False).alias("_npu_rank"),
         pl.col("_nccl_rank").cast(pl.Int64, strict=False),
-        pl.col("_line_rank").cast(pl.Int64, strict=False),
+        pl.coalesce(pl.col("_self").struct.field(f) for f in ("rank", "swift", "of")).cast(pl.Int64, strict=False).alias("_line_rank"),
         pl.col("agent_lr").cast(pl.Int64, strict=False).alias("_agent_lr"),
     )
     return frame.join(hinted, on="_row", how="left").sort("_row")
