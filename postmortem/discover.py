@@ -16,6 +16,7 @@ from postmortem.reading import HEAD_BYTES, Unreadable, decode, looks_binary, rea
 _COMPRESSED_SUFFIX = re.compile(r"\.(gz|zst|bz2|xz)$")
 _LOGDIR_PATH = re.compile(r"(?:^|/)attempt_\d+/\d+/(?:stdout|stderr)\.log$")
 _ERROR_JSON_PATH = re.compile(r"(?:^|/)error\.json$")
+_PICKLE_NAME = re.compile(r"\.(?:pkl|pickle)$", re.IGNORECASE)
 _PLOG_NAME = re.compile(r"(?:^|/)(?:plog|device)-\d+_\d+\.log$")
 _POD_NAME = re.compile(r"-(?:master|worker|launcher)-\d+(?:[._-][\w.-]*)?$")
 _IGNORED_NAMES = re.compile(
@@ -128,8 +129,12 @@ def classify(path: Path, rel: str) -> str | None:
     """The family of one file, or None when it is binary. Raises Unreadable."""
     head_bytes, _ = read_bytes(path, limit=HEAD_BYTES)
     name = _COMPRESSED_SUFFIX.sub("", rel)
-    if head_bytes[:1] == b"\x80" and b"entries" in head_bytes[:HEAD_BYTES]:
-        return "flight_recorder"  # a pickled flight-recorder dump (protocol 2+)
+    if head_bytes[:1] == b"\x80" and head_bytes[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05") and (
+        any(k in head_bytes for k in (b"entries", b"pg_config", b"pg_status")) or _PICKLE_NAME.search(name)
+    ):
+        # a pickled flight-recorder dump (a large pg_config can push "entries" past the head); any
+        # other .pkl goes to the same safe loader, which skips it with the reason it is not a dump
+        return "flight_recorder"
     if looks_binary(head_bytes):
         return None
     head = decode(head_bytes).text
@@ -165,7 +170,10 @@ def _json_family(head: str, name: str) -> str | None:
     if head.startswith("[") and '"thread_id"' in head and '"frames"' in head:
         return "pyspy_json"
     if head.startswith("{"):
-        if '"entries"' in head and ('"pg_config"' in head or '"version"' in head or '"pg_status"' in head):
+        if '"entries"' in head and any(
+            k in head for k in ('"pg_config"', '"version"', '"pg_status"', '"collective_seq_id"', '"profiling_name"')
+        ):
+            # torch writes the JSON dump with sorted keys: "entries" comes first, "pg_config" last
             return "flight_recorder"
         if '"message"' in head and (_ERROR_JSON_PATH.search(name) or '"extraInfo"' in head or '"errorCode"' in head):
             return "elastic_error"

@@ -132,27 +132,39 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [""])[0][:200]
 
 
+_SCALARS = frozenset({str, bytes, bytearray, int, float, bool, type(None)})
+_CONTAINERS = frozenset({dict, list, tuple, set, frozenset})
+
+
 def _check_plain(root: Any, budget: int) -> None:
-    """Reject anything but plain data, nesting deeper than :data:`MAX_DEPTH`, or more than ``budget`` objects."""
-    plain = (str, bytes, bytearray, int, float, bool, type(None))
-    stack: list[tuple[Any, int]] = [(root, 0)]
+    """Reject anything but plain data, nesting deeper than :data:`MAX_DEPTH`, or more than ``budget`` objects.
+
+    Exact types, not ``isinstance``: without ``find_class`` no subclass can exist, and if one
+    ever did, it would be rejected rather than trusted.
+    """
+    level: list[Any] = [root]
     seen = 0
-    while stack:
-        value, depth = stack.pop()
-        seen += 1
-        if seen > budget:
-            raise RejectedDump("unsafe pickle: it expands into far more objects than its size (shared references)")
-        if isinstance(value, plain):
-            continue
-        if depth >= MAX_DEPTH:
+    for depth in range(MAX_DEPTH + 1):
+        if not level:
+            return
+        if depth == MAX_DEPTH:
             raise RejectedDump(f"not a flight-recorder dump: nested deeper than {MAX_DEPTH} levels")
-        if isinstance(value, dict):
-            stack.extend((k, depth + 1) for k in value)
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, (list, tuple, set, frozenset)):
-            stack.extend((v, depth + 1) for v in value)
-        else:  # cannot happen without find_class; kept so the guarantee does not rest on one place
-            raise RejectedDump(f"unsafe pickle: it holds a {type(value).__name__}")
+        below: list[Any] = []
+        for value in level:
+            kind = type(value)
+            if kind is dict:
+                children: Any = (*value.keys(), *value.values())
+            elif kind in _CONTAINERS:
+                children = value
+            elif kind in _SCALARS:
+                continue
+            else:  # cannot happen without find_class; kept so the guarantee does not rest on one place
+                raise RejectedDump(f"unsafe pickle: it holds a {kind.__name__}")
+            seen += len(children)
+            if seen > budget:
+                raise RejectedDump("unsafe pickle: it expands into far more objects than its size (shared references)")
+            below.extend(c for c in children if type(c) not in _SCALARS)
+        level = below
 
 
 def parse_flight_recorder(data: bytes, name: str = "") -> pl.DataFrame:
@@ -166,61 +178,64 @@ def parse_flight_recorder(data: bytes, name: str = "") -> pl.DataFrame:
     version = _text(dump.get("version")) or "?"
     own_rank = _int(dump.get("rank"))
     file_rank = own_rank if own_rank is not None else _name_rank(name)
-    pgs = [_pg_text(e) for e in entries]
+    pg_cache: dict[Any, str] = {}
+    pgs = [_pg_cached(e, pg_cache) for e in entries]
     tail = _stack_tail(entries, pgs)
-    rows: dict[str, list[Any]] = {k: [] for k in (
-        "line", "message", "kind", "level", "pg", "seq", "op_type", "numel", "ran_ms", "frame", "frame_depth",
-        "thread", "_created_ns",
-    )}
+    columns = ("line", "message", "pg", "seq", "op_type", "numel", "ran_ms", "frame", "frame_depth", "thread", "_created_ns")
+    rows: dict[str, list[Any]] = {k: [] for k in columns}
+    stacks: dict[Any, tuple[int | None, str | None, str]] = {}
+    threads: dict[Any, str | None] = {}
     for index, (entry, pg) in enumerate(zip(entries, pgs, strict=True)):
-        op = _text(entry.get("profiling_name")) or "?"
-        p2p = bool(entry.get("is_p2p")) or bool(re.search(r":(?:send|recv)\b", op))
-        seq = _int(entry.get("p2p_seq_id") if p2p else entry.get("collective_seq_id"))
-        frames = [f for f in entry.get("frames") or [] if isinstance(f, dict)]
-        depth, site = _call_site(frames)
-        retired = entry.get("retired")
+        get = entry.get
+        op = _text(get("profiling_name")) or "?"
+        p2p = bool(get("is_p2p")) or ":send" in op or ":recv" in op
+        seq = _int(get("p2p_seq_id") if p2p else get("collective_seq_id"))
+        depth, site, stack = _stack_cached(get("frames"), stacks)
+        retired = get("retired")
+        in_text, numel = _shapes(get("input_sizes"))
         message = (
-            f"{op} seq={_num(seq)} pg={pg} in={_sizes(entry.get('input_sizes'))} "
-            f"in_dtypes={_dtypes(entry.get('input_dtypes'))} out={_sizes(entry.get('output_sizes'))} "
-            f"out_dtypes={_dtypes(entry.get('output_dtypes'))} state={_text(entry.get('state')) or '?'} "
-            f"retired={'yes' if retired is True else 'no' if retired is False else '?'} p2p={'yes' if p2p else 'no'} "
-            f"record={_num(_int(entry.get('record_id')))}"
+            f"{op} seq={_num(seq)} pg={pg} in={in_text} in_dtypes={_dtypes(get('input_dtypes'))} "
+            f"out={_shapes(get('output_sizes'))[0]} out_dtypes={_dtypes(get('output_dtypes'))} "
+            f"state={_text(get('state')) or '?'} retired={'yes' if retired is True else 'no' if retired is False else '?'} "
+            f"p2p={'yes' if p2p else 'no'} record={_num(_int(get('record_id')))}"
         )
         if site:
             message += f" at {site}"
-        if frames and (index in tail or retired is not True):
-            message += " | stack: " + " < ".join(_frame_text(f) for f in frames)
-        started = _int(entry.get("time_discovered_started_ns")) or None
-        completed = _int(entry.get("time_discovered_completed_ns")) or None
+        if stack and (retired is not True or index in tail):
+            message += " | stack: " + stack
+        started = _int(get("time_discovered_started_ns")) or None
+        completed = _int(get("time_discovered_completed_ns")) or None
+        key = (get("thread_name"), get("thread_id"))
+        if key not in threads:
+            threads[key] = " ".join(t for t in (_text(key[0]), _text(key[1])) if t) or None
         rows["line"].append(index + 1)
         rows["message"].append(message)
-        rows["kind"].append("collective")
-        rows["level"].append("INFO")
         rows["pg"].append(pg)
         rows["seq"].append(seq)
         rows["op_type"].append(op)
-        rows["numel"].append(_numel(entry.get("input_sizes")))
+        rows["numel"].append(numel)
         rows["ran_ms"].append((completed - started) // 1_000_000 if started and completed and completed >= started else None)
         rows["frame"].append(site)
         rows["frame_depth"].append(depth)
-        rows["thread"].append(" ".join(t for t in (_text(entry.get("thread_name")), _text(entry.get("thread_id"))) if t) or None)
-        rows["_created_ns"].append(_int(entry.get("time_created_ns")) or None)
-    for n, text in enumerate(_pg_rows(dump, entries, pgs, version), start=len(entries) + 1):
-        for key, value in (
-            ("line", n), ("message", text), ("kind", "info"), ("level", "INFO"), ("pg", _pg_of_row(text)), ("seq", None),
-            ("op_type", None), ("numel", None), ("ran_ms", None), ("frame", None), ("frame_depth", None),
-            ("thread", None), ("_created_ns", None),
-        ):
+        rows["thread"].append(threads[key])
+        rows["_created_ns"].append(_int(get("time_created_ns")) or None)
+    n_entries = len(entries)
+    for n, text in enumerate(_pg_rows(dump, entries, pgs, version), start=n_entries + 1):
+        row = dict.fromkeys(columns)
+        row.update(line=n, message=text, pg=_pg_of_row(text))
+        for key, value in row.items():
             rows[key].append(value)
     frame = pl.DataFrame(
         rows,
         schema={
-            "line": pl.Int64, "message": pl.String, "kind": pl.String, "level": pl.String, "pg": pl.String,
-            "seq": pl.Int64, "op_type": pl.String, "numel": pl.Int64, "ran_ms": pl.Int64, "frame": pl.String,
-            "frame_depth": pl.Int64, "thread": pl.String, "_created_ns": pl.Int64,
+            "line": pl.Int64, "message": pl.String, "pg": pl.String, "seq": pl.Int64, "op_type": pl.String,
+            "numel": pl.Int64, "ran_ms": pl.Int64, "frame": pl.String, "frame_depth": pl.Int64, "thread": pl.String,
+            "_created_ns": pl.Int64,
         },
     )
     return frame.with_columns(
+        pl.when(pl.col("line") <= n_entries).then(pl.lit("collective")).otherwise(pl.lit("info")).alias("kind"),
+        pl.lit("INFO").alias("level"),
         pl.from_epoch(pl.col("_created_ns"), time_unit="ns").cast(pl.Datetime("us")).alias("ts"),
         pl.lit(file_rank, dtype=pl.Int64).alias("_line_rank"),
     ).drop("_created_ns")
@@ -275,31 +290,21 @@ def _text(value: Any) -> str:
     return ""
 
 
-def _sizes(value: Any) -> str:
-    """``[[49728],[3,4]]``: tensor shapes without spaces (one token), ``?`` when malformed."""
-    if not isinstance(value, (list, tuple)) or len(value) > 4096:
-        return "?"
-    shapes = []
-    for shape in value:
-        if not isinstance(shape, (list, tuple)) or len(shape) > 64:
-            return "?"
-        dims = [_int(d) for d in shape]
-        if any(d is None for d in dims):
-            return "?"
-        shapes.append("[" + ",".join(str(d) for d in dims) + "]")
-    return "[" + ",".join(shapes) + "]"
-
-
-def _numel(value: Any) -> int | None:
-    if _sizes(value) == "?":
-        return None
+def _shapes(value: Any) -> tuple[str, int | None]:
+    """(``[[49728],[3,4]]``, total elements): tensor shapes as one token, ``?`` when malformed."""
+    if type(value) not in (list, tuple) or len(value) > 4096:
+        return "?", None
+    parts = []
     total = 0
     for shape in value:
+        if type(shape) not in (list, tuple) or len(shape) > 64 or any(type(d) is not int for d in shape):
+            return "?", None
+        parts.append("[" + ",".join(map(str, shape)) + "]")
         n = 1
         for d in shape:
-            n *= _int(d) or 0
+            n *= d
         total += n
-    return total if total < 2**63 else None
+    return "[" + ",".join(parts) + "]", total if 0 <= total < 2**63 else None
 
 
 def _dtypes(value: Any) -> str:
@@ -307,6 +312,15 @@ def _dtypes(value: Any) -> str:
         return "?"
     names = [re.sub(r"[^\w.]", "", _text(v)) or "?" for v in value[:4096]]
     return ",".join(names) if names else "-"
+
+
+def _pg_cached(entry: dict[str, Any], cache: dict[Any, str]) -> str:
+    group = entry.get("process_group")
+    key = (tuple(group) if type(group) in (list, tuple) and all(type(g) is str for g in group) else id(group),
+           entry.get("pg_id") if type(entry.get("pg_id")) in (int, str) else None)
+    if key not in cache:
+        cache[key] = _pg_text(entry)
+    return cache[key]
 
 
 def _pg_text(entry: dict[str, Any]) -> str:
@@ -330,6 +344,24 @@ def _frame_text(frame: dict[str, Any]) -> str:
     path = _LIB_PREFIX.sub("", _text(frame.get("filename")) or "?")
     line = _int(frame.get("line"))
     return f"{_text(frame.get('name')) or '?'} ({path}{f':{line}' if line is not None else ''})"
+
+
+def _stack_cached(frames: Any, cache: dict[Any, tuple[int | None, str | None, str]]) -> tuple[int | None, str | None, str]:
+    """(call-site depth, call-site text, whole stack text) of an entry's frames, computed once per distinct stack."""
+    if type(frames) not in (list, tuple) or not frames:
+        return None, None, ""
+    frames = [f for f in frames[:256] if type(f) is dict]
+    key = tuple((f.get("name"), f.get("filename"), f.get("line")) for f in frames)
+    try:
+        hit = cache.get(key)
+    except TypeError:  # unhashable values where strings belong: format without caching
+        hit, key = None, None
+    if hit is None:
+        depth, site = _call_site(frames)
+        hit = (depth, site, " < ".join(_frame_text(f) for f in frames))
+        if key is not None:
+            cache[key] = hit
+    return hit
 
 
 def _call_site(frames: list[dict[str, Any]]) -> tuple[int | None, str | None]:

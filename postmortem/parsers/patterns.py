@@ -14,7 +14,7 @@ OUTER_PREFIX = (
 RANK_PREFIX = (
     r"^(?P<pfx>(?:\[\d+,(?P<mpi_rank>\d+)\]<std(?:out|err)>:)?"
     r"(?:\[(?P<role1>[A-Za-z_][A-Za-z_-]*)?(?P<n1>\d+)\]:)?"
-    r"(?:\[(?P<role2>[A-Za-z_][A-Za-z_-]*)?(?P<n2>\d+)\]: ?)?)"
+    r"(?:\[(?P<role2>[A-Za-z_][A-Za-z_-]*)?(?P<n2>\d+)\]:)?)"
 )
 
 # §8: timestamps. Dated shapes: ISO-like (asctime, DeepSpeed, Megatron, fairseq, hydra, NCCL >= 2.26,
@@ -106,7 +106,7 @@ LIFECYCLE_LINE = (
     r"epoch \d+ (?:done|finished|complete)|StopIteration|Stopping training|training (?:finished|complete|completed|done)|"
     r"Saving (?:model )?checkpoint|checkpoint saved|destroy_process_group|destroy_distributed|Starting elastic|"
     r"Starting worker|Rendezvous complete|exited with|\bexiting\b|shutting down|Training completed|"
-    r"global_step/max_steps|train_runtime|\bINFO:torch.distributed"
+    r"train_runtime|\bINFO:torch.distributed"
 )
 COLLECTIVE_LINE = r"NCCL INFO|HCCL|ncclCommInit|\bWork(?:NCCL|HCCL|Gloo)\(|ProcessGroup|\bc10d\b|gloo|\[PG "
 NOTABLE_INFO = (
@@ -126,7 +126,8 @@ RECORD_STARTS: dict[str, str] = {
 }
 RECORD_CONTINUES: dict[str, str] = {
     "traceback": (
-        r"^\s|^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit)\b|^During handling of|"
+        # indented frames, then the exception line: any dotted name alone or before ": " (StopIteration, KeyError: 'x')
+        r"^\s|^[A-Za-z_][\w.]*(?::\s|:?$)|^During handling of|"
         r"^The above exception|^$"
     ),
     "cpp": r"^\s+what\(\)|^Exception raised from|^frame #\d+:|^\s",

@@ -78,8 +78,11 @@ def _strip_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
         pl.when(n1.is_not_null() & ~global1).then(n1),
         pl.when(n2.is_not_null() & ~global2).then(n2),
     )
+    message = pl.col("_rest").str.slice(pl.col("pfx").str.len_chars()).str.strip_chars_end()
+    # the excepthook's "[rank0]: " adds one space of its own ("[rank0]:   File" is "  File")
+    hook = ((pl.col("role1") == "rank") | (pl.col("role2") == "rank")) & message.str.starts_with(" ")
     return frame.with_columns(
-        pl.col("_rest").str.slice(pl.col("pfx").str.len_chars()).str.strip_chars_end().alias("message"),
+        pl.when(hook).then(message.str.slice(1)).otherwise(message).alias("message"),
         pfx_rank.alias("pfx_rank"),
         pfx_local.alias("pfx_local"),
         # interleaved consoles: a "stream" is one prefix's lines inside one file
@@ -220,8 +223,9 @@ def _kinds(frame: pl.DataFrame) -> pl.DataFrame:
     kind = (
         pl.when(is_error).then(pl.lit("error"))
         .when(is_warning).then(pl.lit("warning"))
-        .when(pl.col("step").is_not_null()).then(pl.lit("progress"))
+        # "Stopping training due to num_updates: 10" names a step but is the end of training
         .when(msg.str.contains(P.LIFECYCLE_LINE)).then(pl.lit("lifecycle"))
+        .when(pl.col("step").is_not_null()).then(pl.lit("progress"))
         .when(msg.str.contains(P.COLLECTIVE_LINE)).then(pl.lit("collective"))
         .otherwise(pl.lit("info"))
     )
