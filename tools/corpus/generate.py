@@ -1433,7 +1433,9 @@ def run_one(name: str, out_root: Path, version: str, keep: bool) -> None:
         for f in outcome.expected["files"]:
             if not (dest / f).exists():
                 raise ScenarioError(f"expected file {f} was not produced")
-        write_json(dest / "expected.json", outcome.expected)
+        curated = Path(__file__).resolve().parents[2] / "sample_logs" / "expected_rules.json"
+        rules = json.loads(curated.read_text()).get(f"real/{name}", []) if curated.exists() else []
+        write_json(dest / "expected.json", {**outcome.expected, "rules": rules})
         write_readme(dest, name, outcome, version)
         print(f"[{name}] ok in {time.monotonic() - t0:.0f}s, {dir_size(dest) / 1024:.0f} KiB", flush=True)
     finally:

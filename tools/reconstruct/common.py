@@ -51,7 +51,8 @@ class Job:
             shutil.rmtree(root)
         (root / "job").mkdir(parents=True)
         (root / "README.md").write_text(self.readme.strip() + "\n", encoding="utf-8")
-        (root / "expected.json").write_text(dumps(self.expected) + "\n", encoding="utf-8")
+        expected = {**self.expected, "rules": curated_rules("reconstructed", self.name)}
+        (root / "expected.json").write_text(dumps(expected) + "\n", encoding="utf-8")
         for rel in sorted(self.files):
             path = root / "job" / rel
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -112,6 +113,12 @@ def expected(
 
 
 # --------------------------------------------------------------------------- event streams
+
+
+def curated_rules(kind: str, name: str) -> list[str]:
+    """The hand-curated rule ids of one corpus job (sample_logs/expected_rules.json)."""
+    curated = Path(__file__).resolve().parents[2] / "sample_logs" / "expected_rules.json"
+    return json.loads(curated.read_text(encoding="utf-8")).get(f"{kind}/{name}", []) if curated.exists() else []
 
 
 class Stream:

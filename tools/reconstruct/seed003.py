@@ -353,7 +353,9 @@ def p3_collective_mismatch() -> Job:
         status="failed",
         category="collective_mismatch",
         culprit_ranks=[1],
-        first_failing_rank=0,
+        # both ranks raise in the same collective; the first failure is the diverging rank's (the
+        # culprit's) own error, not whichever mirror message happened to be printed first
+        first_failing_rank=1,
         first_failing_step=1,
         world_size=2,
         nodes=[host],
