@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -52,3 +53,46 @@ def test_timeline_export_formats(write_job, tmp_path):
     assert frame["step"].to_list() == [1, 2] and frame["rank"].to_list() == [0, 0]
     bad = run("timeline", str(job), "-o", str(tmp_path / "events.xlsx"))
     assert bad.returncode == 2 and "unknown timeline format" in bad.stderr
+
+
+SEED000 = REPO / "sample_logs" / "reconstructed" / "seed000_single_node" / "job"
+
+
+def test_analyze_prints_the_verdict_and_writes_reports(tmp_path):
+    result = run("analyze", str(SEED000), "-o", str(tmp_path / "report.html"), "--json", str(tmp_path / "r.json"), "--format", "text")
+    assert result.returncode == 0, result.stderr
+    assert "HUNG" in result.stdout and "data_exhaustion_desync" in result.stdout
+    html = (tmp_path / "report.html").read_text()
+    assert "data_exhaustion_desync" in html and "<svg" in html
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["verdict"]["culprit_ranks"] == [2, 5, 6]
+
+
+def test_analyze_json_and_markdown_on_stdout():
+    as_json = run("analyze", str(SEED000), "--format", "json")
+    assert json.loads(as_json.stdout)["verdict"]["status"] == "hung"
+    as_md = run("analyze", str(SEED000), "--format", "md")
+    assert as_md.returncode == 0 and as_md.stdout.lstrip().startswith("#") and "data_exhaustion_desync" in as_md.stdout
+
+
+def test_fail_on_sets_the_exit_code():
+    assert run("analyze", str(SEED000), "--fail-on", "info", "--format", "json").returncode == 1
+    healthy = REPO / "sample_logs" / "real" / "healthy" / "job"
+    assert run("analyze", str(healthy), "--fail-on", "error", "--format", "json").returncode == 0
+
+
+def test_rules_commands(tmp_path):
+    listed = run("rules", "list")
+    assert listed.returncode == 0 and "nccl-watchdog-timeout" in listed.stdout
+    shown = run("rules", "show", "nccl-watchdog-timeout")
+    assert shown.returncode == 0 and "## What it means" in shown.stdout and "Example fires-1" in shown.stdout
+    tested = run("rules", "test")
+    assert tested.returncode == 0 and tested.stdout.strip().endswith("0 failed")
+    broken = tmp_path / "mine"
+    broken.mkdir()
+    (broken / "my-rule.toml").write_text(
+        'id = "my-rule"\ntitle = "t"\ncategory = "unknown_failure"\nseverity = "fatal"\nrole = "root"\n'
+        'explanation = "x"\nfix = "y"\nreferences = ["z"]\n[match]\nany = ["boom"]\n'
+    )
+    bad = run("rules", "test", str(broken))
+    assert bad.returncode == 2 and "my-rule.toml" in bad.stderr and "severity" in bad.stderr
