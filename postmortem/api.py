@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from postmortem import __version__
+from postmortem.config import extract_config
 from postmortem.diagnosis import diagnose
 from postmortem.errors import InputError
 from postmortem.inventory import fmt_ts, job_info, rank_progress
@@ -43,7 +44,9 @@ def analyze(
     ruleset = rules if rules is not None else load_rules(rules_dirs)
     timeline = load_timeline(job, keep=ruleset.keep_pattern(), keep_all=keep_all)
     findings = match_rules(timeline.frame, ruleset)
-    report = diagnose(timeline.frame, findings, job_info(timeline), __version__)
+    info = job_info(timeline)
+    info.config = extract_config(timeline.frame)
+    report = diagnose(timeline.frame, findings, info, __version__)
     return Analysis(report, timeline)
 
 

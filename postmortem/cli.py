@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from postmortem import __version__, api
+from postmortem.diff_cli import diff_command
 from postmortem.errors import PostmortemError
 
 EXIT_OK = 0
@@ -29,6 +30,7 @@ app = typer.Typer(
 )
 rules_app = typer.Typer(help="List, explain and test the failure signatures (rules).", no_args_is_help=True)
 app.add_typer(rules_app, name="rules")
+app.command("diff")(diff_command)
 
 
 class Format(str, Enum):
@@ -142,6 +144,9 @@ def rules_show(
     out = Console(highlight=False, soft_wrap=True)
     out.print(f"[bold]{rule.id}[/bold]: {rule.title}")
     out.print(f"category {rule.category}, severity {rule.severity}, role {rule.role}, status {rule.status}; {rule.source}")
+    out.print("[bold]Signature[/bold]")
+    for line in _signature(rule):
+        out.print(f"  {line}", markup=False)
     out.print(rule.explanation.strip(), markup=False)
     out.print("[bold]Fix[/bold]")
     out.print(rule.fix.strip(), markup=False)
@@ -153,6 +158,18 @@ def rules_show(
         for log in example.logs:
             out.print(f"  {log.file}:", markup=False)
             out.print(log.log.rstrip(), markup=False)
+
+
+def _signature(rule) -> list[str]:
+    check = getattr(rule, "check", None)
+    if check is not None:  # a [config] rule: conditions over launch-configuration facts
+        return check.describe()
+    lines = [f"scope: {rule.match.scope}"]
+    for kind in ("any", "all", "not"):
+        lines += [f"{kind}: {p}" for p in getattr(rule.match, kind if kind != "not" else "not_", ()) or ()]
+    if rule.aggregate is not None:
+        lines.append(f"aggregate: {rule.aggregate.condition} by {rule.aggregate.by}")
+    return lines
 
 
 @rules_app.command("test")

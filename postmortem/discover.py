@@ -18,6 +18,7 @@ _LOGDIR_PATH = re.compile(r"(?:^|/)attempt_\d+/\d+/(?:stdout|stderr)\.log$")
 _ERROR_JSON_PATH = re.compile(r"(?:^|/)error\.json$")
 _PICKLE_NAME = re.compile(r"\.(?:pkl|pickle)$", re.IGNORECASE)
 _PLOG_NAME = re.compile(r"(?:^|/)(?:plog|device)-\d+_\d+\.log$")
+_IP_ADDR_DUMP = re.compile(r"^\d+: [\w@.-]+: <[A-Z_,]*(?:LOOPBACK|BROADCAST|POINTOPOINT)", re.MULTILINE)  # `ip addr`, not srun -l
 _POD_NAME = re.compile(r"-(?:master|worker|launcher)-\d+(?:[._-][\w.-]*)?$")
 _IGNORED_NAMES = re.compile(
     r"(?:^|/)(?:expected\.json|README(?:\.md)?|\.DS_Store)$|\.(?:png|jpe?g|gif|svg|pdf|pt|pth|bin|safetensors|ckpt|npy|npz|so|pyc)$",
@@ -151,7 +152,7 @@ def classify(path: Path, rel: str) -> str | None:
         return "torchrun_logdir"
     if _PLOG_NAME.search(name) or _dominates(_HEAD_PATTERNS["plog"], head, 0.3):
         return "ascend_plog"
-    if _dominates(_HEAD_PATTERNS["srun"], head, 0.6):
+    if _dominates(_HEAD_PATTERNS["srun"], head, 0.6) and not _IP_ADDR_DUMP.search(head):
         return "slurm"
     if _POD_NAME.search(Path(name).stem) or _POD_NAME.search(Path(name).parent.name):
         return "k8s_pod"
