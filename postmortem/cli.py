@@ -104,7 +104,7 @@ def analyze(
         typer.echo(render_markdown(report))
     elif fmt is Format.html:
         raise typer.BadParameter("HTML goes to a file: use -o report.html", param_hint="--format")
-    elif output is None or fmt is Format.text:
+    else:  # the terminal summary, also when a report file is written
         from postmortem.render import render_terminal
 
         render_terminal(report, _console())

@@ -93,6 +93,7 @@ def error_frame(
     step_us = max(1, int(every / timedelta(microseconds=1)))
     errors = (
         timeline.lazy()
+        .with_columns(_settled_ts())
         .filter((pl.col("kind") == "error") & pl.col("rank").is_not_null() & pl.col("ts").is_not_null())
         .group_by("rank", pl.col("ts").dt.truncate(f"{step_us}us").alias("bucket"))
         .agg(pl.col("ts").min(), pl.len().alias("count"))
@@ -102,6 +103,19 @@ def error_frame(
     if first_only:
         errors = errors.group_by("rank").agg(pl.all().first()).sort("rank")
     return errors.collect()
+
+
+def _settled_ts() -> pl.Expr:
+    """A line that inherited its time (a traceback) happened at or before the next line of its
+    file that prints a time of its own; that time is closer than the inherited one, which can be
+    minutes older (a timeout's traceback after a long silence)."""
+    own = pl.when(~pl.col("ts_inferred").fill_null(False)).then(pl.col("ts"))
+    return (
+        pl.when(pl.col("ts_inferred").fill_null(False))
+        .then(pl.coalesce(own.backward_fill().over("file", order_by="line"), pl.col("ts")))
+        .otherwise(pl.col("ts"))
+        .alias("ts")
+    )
 
 
 def lanes_frame(report: Report, timeline: pl.DataFrame) -> pl.DataFrame:
@@ -116,6 +130,9 @@ def lanes_frame(report: Report, timeline: pl.DataFrame) -> pl.DataFrame:
     )
     first = dict(zip(spans["rank"].to_list(), spans["first_ts"].to_list(), strict=True))
     tl_last = dict(zip(spans["rank"].to_list(), spans["tl_last_ts"].to_list(), strict=True))
+    # a hang's silence starts at the last step a rank reported, not at the timeout that ended it
+    progressed = timed.filter(pl.col("step").is_not_null()).group_by("rank").agg(pl.col("ts").max())
+    last_progress = dict(zip(progressed["rank"].to_list(), progressed["ts"].to_list(), strict=True))
     end = job_end(report, timeline)
     states = {r.rank: r for r in report.ranks}
     ranks = sorted(set(states) | set(first))
@@ -124,6 +141,8 @@ def lanes_frame(report: Report, timeline: pl.DataFrame) -> pl.DataFrame:
     for rank in ranks:
         st = states.get(rank)
         last_ts = (st.last_ts if st else None) or tl_last.get(rank)
+        if hung and last_progress.get(rank) is not None:
+            last_ts = last_progress[rank]
         silent = st is not None and (hung or st.state in ("hung", "silent") or _long_silence(st))
         tail = silent and last_ts is not None and end is not None and end > last_ts
         rows.append(
@@ -509,9 +528,16 @@ def _lead_axis(ax: Axes, lead: np.ndarray, x0: float, x1: float) -> None:
     # label the moments a new step was first reached: a stall repeats nothing
     previous = np.concatenate([[np.nan], lead[:-1]])
     cols = np.flatnonzero(finite & ((lead != previous) | ~np.isfinite(previous)))
-    picks = sorted(
-        {int(cols[i]) for i in np.linspace(0, len(cols) - 1, num=min(7, len(cols))).round().astype(int)}
-    )
+    # at most ~7 labels, never closer than a tenth of the axis, so a burst of steps stays readable
+    gap = max(1, len(lead) // 10)
+    picks: list[int] = []
+    for c in cols[:: max(1, len(cols) // 7)] if len(cols) > 7 else cols:
+        if not picks or c - picks[-1] >= gap:
+            picks.append(int(c))
+    if int(cols[-1]) - picks[-1] >= gap:
+        picks.append(int(cols[-1]))
+    elif picks[-1] != int(cols[-1]) and len(picks) > 1:
+        picks[-1] = int(cols[-1])  # the last step reached matters more than the one before it
     width = (x1 - x0) / len(lead)
     top = ax.secondary_xaxis("top")
     top.set_xticks([x0 + (c + 0.5) * width for c in picks])
