@@ -165,16 +165,24 @@ def text_lines(text: str) -> pl.DataFrame:
         text = text[:-1]
     lines = pl.Series("raw", [text], dtype=pl.String).str.split("\n").explode()
     frame = pl.DataFrame({"raw": lines}).with_row_index("line", offset=1)
+    if "\r" not in text:  # the common case: no redraws, nothing to collapse
+        return frame.select(
+            pl.col("line").cast(pl.Int64), pl.col("raw").str.slice(0, MAX_LINE_CHARS), pl.lit(None, pl.String).alias("redraw_bar")
+        )
     raw = pl.col("raw")
-    segments = raw.str.split("\r").list.eval(pl.element().filter(pl.element().str.strip_chars().str.len_bytes() > 0))
     redrawn = raw.str.contains("\r", literal=True)
+    plain = frame.filter(~redrawn).select(
+        pl.col("line").cast(pl.Int64), raw.str.slice(0, MAX_LINE_CHARS), pl.lit(None, pl.String).alias("redraw_bar")
+    )
+    segments = raw.str.split("\r").list.eval(pl.element().filter(pl.element().str.strip_chars().str.len_bytes() > 0))
     # HF prints its metrics dict right after a \r of the progress bar: the step is in the bar
     bar = segments.list.eval(pl.element().filter(pl.element().str.contains(_BAR))).list.last()
-    return frame.select(
+    redraws = frame.filter(redrawn).select(
         pl.col("line").cast(pl.Int64),
-        pl.when(redrawn).then(segments.list.last().fill_null("")).otherwise(raw).str.slice(0, MAX_LINE_CHARS).alias("raw"),
-        pl.when(redrawn).then(bar.str.slice(0, 400)).alias("redraw_bar"),
+        segments.list.last().fill_null("").str.slice(0, MAX_LINE_CHARS).alias("raw"),
+        bar.str.slice(0, 400).alias("redraw_bar"),
     )
+    return pl.concat([plain, redraws]).sort("line")
 
 
 _BAR = r"\|\s*\d+/\d+ \["

@@ -248,7 +248,10 @@ def _keep_rows(frame: pl.DataFrame, keep: str | None, keep_all: bool) -> pl.Data
         & pl.col("loss").is_null() & pl.col("grad_norm").is_null() & pl.col("lr").is_null()
         & (pl.col("step") == pl.col("step").shift(1).over("stream", "_line_rank"))
     )
-    return frame.filter(notable & ~repeated_step.fill_null(False))
+    kept = frame.filter(notable & ~repeated_step.fill_null(False))
+    # A filtered string column still points into the whole batch's text buffers; copying the kept
+    # strings lets those buffers go, so memory follows what is kept, not what was read.
+    return kept.with_columns(pl.col(pl.String) + "")
 
 
 def _finish(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:

@@ -97,26 +97,29 @@ def _timestamps_and_levels(frame: pl.DataFrame) -> pl.DataFrame:
     head = pl.col("message").str.slice(0, _HEAD)
     # One capture-free search finds the stamp; each shape is then parsed by strptime, which
     # is far cheaper than one regex with two dozen capture groups.
-    dated = head.str.extract(P.DATED_TIMESTAMP, 1)
-    glog = head.str.extract(P.GLOG_TIMESTAMP, 1)
+    frame = frame.with_columns(
+        head.str.extract(P.DATED_TIMESTAMP, 1).alias("_dated"), head.str.extract(P.GLOG_TIMESTAMP, 1).alias("_glog")
+    )
+    dated, glog = pl.col("_dated"), pl.col("_glog")
     iso = dated.str.replace_many(["T", "_", ","], [" ", " ", "."]).str.strptime(
         pl.Datetime("us"), "%Y-%m-%d %H:%M:%S%.f", strict=False
     )
-    cann = dated.str.replace(r"^(\d{4}-\d\d-\d\d)-", "$1 ").str.replace(r"\.(\d{3})\.(\d{3})$", ".$1$2").str.strptime(
-        pl.Datetime("us"), "%Y-%m-%d %H:%M:%S%.f", strict=False
-    )
+    # CANN's 2025-10-24-11:18:29.499.235 is milliseconds.microseconds
+    cann_text = pl.when(dated.str.len_chars() == 27).then(dated.str.slice(0, 23) + dated.str.slice(24, 3)).otherwise(dated)
+    cann = cann_text.str.strptime(pl.Datetime("us"), "%Y-%m-%d-%H:%M:%S%.f", strict=False)
     us = dated.str.strptime(pl.Datetime("us"), "%m/%d/%Y %H:%M:%S", strict=False)
     # c10 headers: MMDD is not zero-padded, there is no year, and a 9-digit fraction is
     # CLOCK_MONOTONIC nanoseconds, not part of the wall-clock second
-    glog_text = pl.when(glog.str.contains(r"\.\d{9}$")).then(glog.str.slice(0, glog.str.len_chars() - 10)).otherwise(glog)
+    nanos = (glog.str.len_chars() - glog.str.find(".", literal=True)) == 10
+    glog_text = pl.when(nanos).then(glog.str.slice(0, glog.str.len_chars() - 10)).otherwise(glog)
     # 2000 is a leap year, so 29 February parses; the real year is filled in later
-    glog_ts = (pl.lit("2000") + glog_text.str.replace(r"^(\d{3}) ", "0$1 ")).str.strptime(
-        pl.Datetime("us"), "%Y%m%d %H:%M:%S%.f", strict=False
-    )
+    glog_ts = pl.when(glog_text.str.find(" ") == 3).then(pl.lit("20000") + glog_text).otherwise(pl.lit("2000") + glog_text)
     frame = frame.with_columns(
-        pl.coalesce(glog_ts, iso, cann, us).alias("ts"),
-        (glog_ts.is_not_null()).alias("_no_year"),
-    )
+        glog_ts.str.strptime(pl.Datetime("us"), "%Y%m%d %H:%M:%S%.f", strict=False).alias("_glog_ts"),
+    ).with_columns(
+        pl.coalesce(pl.col("_glog_ts"), iso, cann, us).alias("ts"),
+        pl.col("_glog_ts").is_not_null().alias("_no_year"),
+    ).drop("_dated", "_glog", "_glog_ts")
     lv = head.str.extract_groups(P.LEVEL)
     frame = frame.with_columns(lv.alias("_l")).unnest("_l")
     word = pl.col("word").str.to_uppercase()
