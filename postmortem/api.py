@@ -19,6 +19,7 @@ from postmortem.inventory import fmt_ts, job_info, rank_progress
 from postmortem.model import SEVERITY_ORDER, Report
 from postmortem.rule_engine import ExampleResult, RuleSet, load_rules, match_rules, run_examples
 from postmortem.timeline import Timeline, build_timeline
+from postmortem.traces import fuse_traces
 
 
 @dataclass
@@ -47,6 +48,7 @@ def analyze(
     info = job_info(timeline)
     info.config = extract_config(timeline.frame)
     report = diagnose(timeline.frame, findings, info, __version__)
+    fuse_traces(timeline.frame, report)  # flight-recorder dumps beside the logs
     return Analysis(report, timeline)
 
 

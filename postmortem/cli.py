@@ -16,6 +16,7 @@ from rich.console import Console
 from postmortem import __version__, api
 from postmortem.diff_cli import diff_command
 from postmortem.errors import PostmortemError
+from postmortem.scan.cli import scan_command
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -31,6 +32,7 @@ app = typer.Typer(
 rules_app = typer.Typer(help="List, explain and test the failure signatures (rules).", no_args_is_help=True)
 app.add_typer(rules_app, name="rules")
 app.command("diff")(diff_command)
+app.command("scan")(scan_command)
 
 
 class Format(str, Enum):

@@ -18,7 +18,7 @@ import polars as pl
 
 from postmortem.discover import Inventory, JobFile, Skipped, discover
 from postmortem.parsers import patterns as P
-from postmortem.parsers.flight_recorder import RejectedDump, parse_flight_recorder
+from postmortem.parsers.flight_recorder import RejectedDump, align_trace_clock, parse_flight_recorder
 from postmortem.parsers.structured import parse_elastic_error, parse_pyspy_json, parse_pyspy_text
 from postmortem.parsers.text import parse_text
 from postmortem.reading import Unreadable, decode, looks_binary, read_bytes, text_lines
@@ -104,8 +104,10 @@ def build_timeline(
     inventory.files[:] = [f for f in inventory.files if f.rel in parsed_files]
     if not frames:
         return Timeline(conform(pl.DataFrame()), inventory, notes)
-    frame = pl.concat(frames, how="diagonal_relaxed")
-    return Timeline(_finish(frame, inventory), inventory, notes)
+    frame, clock_note = align_trace_clock(_finish(pl.concat(frames, how="diagonal_relaxed"), inventory))
+    if clock_note:
+        notes.append(Skipped("(flight recorder dumps)", clock_note))
+    return Timeline(frame, inventory, notes)
 
 
 def timeline_from_text(text: str, file: str = "console.log") -> pl.DataFrame:

@@ -16,6 +16,9 @@ Rows (kind ``collective``, family ``flight_recorder``), one per entry, in dump o
 * ``line``: the entry's 1-based position in the dump; per process-group summary rows follow
   the entries (kind ``info``).
 * ``ts``: ``time_created_ns`` (epoch, shown in UTC: the dump carries no time zone).
+* rank: the timeline reads it from the path (``rank3``, ``nccl_trace_rank_3``); the rows also
+  carry ``_line_rank``, the dump's own ``rank`` key or else the digits the file name ends with
+  (torchfrtrace's convention, ``fr_dump_3``), used when the path says nothing.
 * ``pg``: ``<name>:<desc>`` (``<pg_id>`` when the name is empty, as gloo dumps of torch 2.13
   write it), ``seq``: ``collective_seq_id`` (``p2p_seq_id`` for send/recv),
   ``op_type``: the profiling name (``nccl:all_reduce``, ``gloo:broadcast``, ``nccl:send 1->2``),
@@ -28,7 +31,7 @@ Rows (kind ``collective``, family ``flight_recorder``), one per entry, in dump o
   and, for the last entries of each group and every entry still pending, the whole stack::
 
       gloo:all_reduce seq=92 pg=0:default_pg in=[[49728]] in_dtypes=Float out=[[49728]]
-      out_dtypes=Float state=scheduled retired=no p2p=no record=91
+      out_dtypes=Float state=scheduled retired=no p2p=no record=91 [started=+3ms completed=+40ms]
       at allreduce_gradients (/workspace/job/text_trainer.py:92) | stack: all_reduce (...) < ...
 """
 
@@ -39,6 +42,7 @@ import json
 import pickle
 import re
 from collections.abc import Iterable
+from datetime import timedelta
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -81,7 +85,7 @@ _TORCH_FRAME = re.compile(r"^torch/|/torch/|c10d_logger")
 _LIB_PREFIX = re.compile(r"^.*?/(?:site|dist)-packages/")
 _NAME_RANK = re.compile(r"(\d+)$")
 _NAME_SUFFIX = re.compile(r"(?:\.(?:gz|zst|bz2|xz))?$")
-_DUMP_SUFFIX = re.compile(r"\.(?:pkl|pickle|json|bin|dump|trace)$", re.IGNORECASE)
+_DUMP_SUFFIX = re.compile(r"\.(?:pkl|pickle|json|bin|dump|trace|txt|log|out)$", re.IGNORECASE)
 
 
 class RejectedDump(ValueError):
@@ -199,12 +203,17 @@ def parse_flight_recorder(data: bytes, name: str = "") -> pl.DataFrame:
             f"state={_text(get('state')) or '?'} retired={'yes' if retired is True else 'no' if retired is False else '?'} "
             f"p2p={'yes' if p2p else 'no'} record={_num(_int(get('record_id')))}"
         )
+        started = _int(get("time_discovered_started_ns")) or None
+        completed = _int(get("time_discovered_completed_ns")) or None
+        created = _int(get("time_created_ns")) or None
+        if created and started:
+            message += f" started=+{(started - created) // 1_000_000}ms"
+        if created and completed:
+            message += f" completed=+{(completed - created) // 1_000_000}ms"
         if site:
             message += f" at {site}"
         if stack and (retired is not True or index in tail):
             message += " | stack: " + stack
-        started = _int(get("time_discovered_started_ns")) or None
-        completed = _int(get("time_discovered_completed_ns")) or None
         key = (get("thread_name"), get("thread_id"))
         if key not in threads:
             threads[key] = " ".join(t for t in (_text(key[0]), _text(key[1])) if t) or None
@@ -218,7 +227,7 @@ def parse_flight_recorder(data: bytes, name: str = "") -> pl.DataFrame:
         rows["frame"].append(site)
         rows["frame_depth"].append(depth)
         rows["thread"].append(threads[key])
-        rows["_created_ns"].append(_int(get("time_created_ns")) or None)
+        rows["_created_ns"].append(created)
     n_entries = len(entries)
     for n, text in enumerate(_pg_rows(dump, entries, pgs, version), start=n_entries + 1):
         row = dict.fromkeys(columns)
@@ -445,3 +454,51 @@ def _ranks(value: Any) -> list[int] | None:
     else:
         return None
     return sorted(set(out)) or None
+
+
+# --- clocks ----------------------------------------------------------------------------------
+
+#: Time-zone offsets come in quarter hours; smaller differences are left alone (they are the
+#: gap between a rank's last log line and its last collective, not a clock).
+_QUARTER_S = 900
+_MIN_SHIFT_S = 45 * 60
+_MAX_SHIFT_S = 14 * 3600
+
+
+def align_trace_clock(frame: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
+    """Move flight-recorder times (UTC) onto the logs' clock (each node's local time) when they disagree.
+
+    Runs on a finished timeline. When the dumps' times already fall inside the logs' time span,
+    nothing changes. Otherwise the offset is the median over ranks of (the rank's last log time
+    - its last collective's time), rounded to a quarter hour, and applied only when it is a
+    plausible time-zone offset (45 min to 14 h) that puts the dumps inside the logs' span.
+    Returns the frame and a note saying what was done (None when nothing was).
+    """
+    if "family" not in frame.columns or frame.is_empty():
+        return frame, None
+    is_fr = pl.col("family") == "flight_recorder"
+    fr = frame.filter(is_fr & (pl.col("kind") == "collective") & pl.col("ts").is_not_null())
+    logs = frame.filter(~is_fr & pl.col("ts").is_not_null() & ~pl.col("ts_inferred").fill_null(False))
+    if fr.is_empty() or logs.is_empty():
+        return frame, None
+    slack = 300
+    fmin, fmax = fr.get_column("ts").min(), fr.get_column("ts").max()
+    lmin, lmax = logs.get_column("ts").min(), logs.get_column("ts").max()
+    if (lmin - fmin).total_seconds() <= slack and (fmax - lmax).total_seconds() <= slack:
+        return frame, None
+    last_fr = fr.group_by("rank").agg(pl.col("ts").max().alias("fr"))
+    last_log = logs.filter(pl.col("rank").is_not_null()).group_by("rank").agg(pl.col("ts").max().alias("log"))
+    both = last_fr.join(last_log, on="rank", how="inner")
+    if both.is_empty():
+        return frame, "flight-recorder times (UTC) fall outside the logs' time span; no rank has both to align them"
+    gap = both.select(((pl.col("log") - pl.col("fr")).dt.total_milliseconds() / 1000).median()).item()
+    shift = round(gap / _QUARTER_S) * _QUARTER_S
+    inside = (lmin - fmin).total_seconds() - shift <= _QUARTER_S and (fmax - lmax).total_seconds() + shift <= _QUARTER_S
+    if not (_MIN_SHIFT_S <= abs(shift) <= _MAX_SHIFT_S) or not inside:
+        return frame, "flight-recorder times (UTC) fall outside the logs' time span and were left as they are"
+    moved = frame.with_columns(
+        pl.when(is_fr).then(pl.col("ts") + timedelta(seconds=shift)).otherwise(pl.col("ts")).alias("ts")
+    )
+    sign = "+" if shift >= 0 else "-"
+    hours, rest = divmod(abs(shift), 3600)
+    return moved, f"flight-recorder times moved from UTC to the logs' clock ({sign}{hours:02d}:{rest // 60:02d})"

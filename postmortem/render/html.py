@@ -123,6 +123,7 @@ def build_context(report: Report) -> dict[str, Any]:
         "majority_step": majority,
         "collapse_ranks": len(ranks) > COLLAPSE_RANKS_ABOVE,
         "stacks": stack_columns(report.stack_groups),
+        "traces": report.facts.get("traces") or {},  # flight-recorder wavefront (postmortem.traces)
         "facts": facts_view(report.facts),
         "skipped": job.skipped[:TABLE_ROW_LIMIT],
         "skipped_more": max(0, len(job.skipped) - TABLE_ROW_LIMIT),
