@@ -10,7 +10,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from postmortem.reading import Unreadable, decode, looks_binary, read_bytes, tex
 from postmortem.schema import conform
 
 BATCH_BYTES = 32 << 20
+PARSE_THREADS = 2
 
 _PATH_RANK = re.compile(r"(?:^|[/_.-])(?:rank|proc|process)[_-]?(\d+)(?=[/_.-]|$)", re.IGNORECASE)
 _PATH_LOCAL_RANK = re.compile(r"(?:^|/)attempt_\d+/(\d+)/")
@@ -81,7 +82,10 @@ def build_timeline(
     frames: list[pl.DataFrame] = []
     workers = workers or min(8, (os.cpu_count() or 2) * 2)
     path_facts = _path_facts(inventory.files)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    # Reading runs in a pool of threads; each batch is parsed in another pool so that two
+    # batches' polars kernels (which release the GIL) keep both cores busy.
+    pending: list[Future[pl.DataFrame | None]] = []
+    with ThreadPoolExecutor(max_workers=workers) as pool, ThreadPoolExecutor(max_workers=PARSE_THREADS) as parsers:
         for batch in _batches(inventory.files):
             text_parts: list[pl.DataFrame] = []
             structured: list[pl.DataFrame] = []
@@ -92,13 +96,11 @@ def build_timeline(
                     continue
                 frame = _tag(read.lines, read.file, path_facts[read.file.rel])
                 (text_parts if "raw" in frame.columns else structured).append(frame)
-            parts = structured
-            if text_parts:
-                parts.append(_keep_rows(parse_text(pl.concat(text_parts, how="vertical_relaxed")), keep, keep_all))
-            if parts:
-                # batches follow file order, so only a batch with dumps in it needs sorting
-                merged = pl.concat(parts, how="diagonal_relaxed")
-                frames.append(merged.sort(["file", "line"], maintain_order=True) if structured else merged)
+            pending.append(parsers.submit(_parse_batch, text_parts, structured, keep, keep_all))
+            # bound memory: at most PARSE_THREADS batches of raw text in flight
+            while sum(not f.done() for f in pending) >= PARSE_THREADS:
+                next(f for f in pending if not f.done()).result()
+        frames = [f for f in (p.result() for p in pending) if f is not None]
     inventory.skipped[:] = sorted(skipped, key=lambda s: s.rel)
     parsed_files = {f.rel for f in inventory.files} - {s.rel for s in skipped}
     inventory.files[:] = [f for f in inventory.files if f.rel in parsed_files]
@@ -108,6 +110,20 @@ def build_timeline(
     if clock_note:
         notes.append(Skipped("(flight recorder dumps)", clock_note))
     return Timeline(frame, inventory, notes)
+
+
+def _parse_batch(
+    text_parts: list[pl.DataFrame], structured: list[pl.DataFrame], keep: str | None, keep_all: bool
+) -> pl.DataFrame | None:
+    """One batch's rows: parsed text lines (notable ones) and structured dump rows, in file order."""
+    parts = list(structured)
+    if text_parts:
+        parts.append(_keep_rows(parse_text(pl.concat(text_parts, how="vertical_relaxed")), keep, keep_all))
+    if not parts:
+        return None
+    merged = pl.concat(parts, how="diagonal_relaxed")
+    # batches follow file order, so only a batch with dumps in it needs sorting
+    return merged.sort(["file", "line"], maintain_order=True) if structured else merged
 
 
 def timeline_from_text(text: str, file: str = "console.log") -> pl.DataFrame:
