@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ipaddress
 import shlex
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -393,8 +394,24 @@ def extract_config(frame: pl.DataFrame) -> dict[str, Any]:
     return collect_facts(frame).to_dict()
 
 
+_LAST: tuple[weakref.ref[pl.DataFrame], Facts] | None = None
+
+
 def collect_facts(frame: pl.DataFrame) -> Facts:
-    """Read every launch-configuration fact a timeline holds (see the module docstring)."""
+    """Read every launch-configuration fact a timeline holds (see the module docstring).
+
+    One analysis asks twice (the [config] rules, then ``report.job.config``); the facts of the
+    last frame are remembered for as long as that frame lives.
+    """
+    global _LAST
+    if _LAST is not None and _LAST[0]() is frame:
+        return _LAST[1]
+    facts = _collect_facts(frame)
+    _LAST = (weakref.ref(frame), facts)
+    return facts
+
+
+def _collect_facts(frame: pl.DataFrame) -> Facts:
     facts = Facts()
     if frame.height == 0:
         return facts
