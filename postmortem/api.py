@@ -46,7 +46,7 @@ def analyze(
     timeline = load_timeline(job, keep=ruleset.keep_pattern(), keep_all=keep_all)
     findings = match_rules(timeline.frame, ruleset)
     info = job_info(timeline)
-    info.config = extract_config(timeline.frame)
+    info.config = extract_config(timeline.frame)  # collected once: job_info asked for the same facts
     report = diagnose(timeline.frame, findings, info, __version__)
     fuse_traces(timeline.frame, report)  # flight-recorder dumps beside the logs
     return Analysis(report, timeline)
