@@ -292,19 +292,18 @@ def _finish(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
         *[c for c in _ATTRIBUTION_INPUTS if c in frame.columns],
         pl.col("message").str.extract(_NODE_RANK_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_node_rank"),
         pl.col("message").str.extract(_NPROC_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_nproc"),
-        pl.col("message").str.slice(0, 24).alias("_head"),
+        pl.col("message").str.slice(0, 24).hash().alias("_head"),
     ).with_row_index("_idx")
     attributed = _attribute_ranks(narrow).sort("_idx")
     frame = frame.drop([c for c in _ATTRIBUTION_OUTPUTS if c in frame.columns]).hstack(
         attributed.select(_ATTRIBUTION_OUTPUTS)
     )
-    # record ids: unique over the job
-    frame = frame.with_columns(
-        pl.when(pl.col("_rec_row").is_not_null())
-        .then(pl.struct("file", "_rec_row").rank("dense"))
-        .cast(pl.Int64)
-        .alias("record")
-    )
+    # record ids, unique over the job: number the (file, first row) pairs of the few record rows
+    files = {name: i for i, name in enumerate(frame.get_column("file").unique(maintain_order=True).to_list())}
+    key = pl.col("file").replace_strict(files, return_dtype=pl.Int64) * (1 << 32) + pl.col("_rec_row")
+    keys = frame.filter(pl.col("_rec_row").is_not_null()).select(key.alias("k")).unique(maintain_order=True)
+    numbered = {k: i for i, k in enumerate(keys.get_column("k").to_list(), start=1)}
+    frame = frame.with_columns(key.replace_strict(numbered, default=None, return_dtype=pl.Int64).alias("record"))
     return conform(frame)
 
 
@@ -364,9 +363,8 @@ def _attribute_ranks(frame: pl.DataFrame) -> pl.DataFrame:
         .group_by("file")
         .agg(pl.col("_self_rank").n_unique().alias("_n"), pl.col("_self_rank").first().alias("_file_rank"))
         .filter(pl.col("_n") == 1)
-        .drop("_n")
     )
-    frame = frame.join(file_rank, on="file", how="left", maintain_order="left")
+    frame = frame.with_columns(_lookup("file", file_rank, "_file_rank", pl.Int64))
     # an srun label is the global rank when it is the only rank marker; with torchrun inside
     # srun (rank prefixes present) it is the node index instead
     srun_is_rank = (pl.col("family") == "slurm") & ~has_prefix
@@ -415,9 +413,7 @@ def _nodes(frame: pl.DataFrame) -> pl.DataFrame:
         .group_by("file")
         .agg(pl.col("_h").mode().sort().first().alias("_file_host"))
     )
-    frame = frame.join(hosts, on="file", how="left", maintain_order="left").with_columns(
-        pl.coalesce("path_node", "_file_host").alias("node")
-    )
+    frame = frame.with_columns(pl.coalesce(pl.col("path_node"), _lookup("file", hosts, "_file_host", pl.String)).alias("node"))
     nodes = frame.select(pl.col("node").drop_nulls().unique()).to_series().to_list()
     if len(nodes) == 1:
         frame = frame.with_columns(pl.col("node").fill_null(nodes[0]))
@@ -447,7 +443,13 @@ def _nodes(frame: pl.DataFrame) -> pl.DataFrame:
         ).alias("node_rank"),
         pl.lit(nproc, dtype=pl.Int64).alias("_nproc"),
     ).select("node", "node_rank", "_nproc")
-    return frame.join(node_facts, on="node", how="left", nulls_equal=True, maintain_order="left")
+    unnamed = node_facts.filter(pl.col("node").is_null())
+    unnamed_rank = unnamed["node_rank"][0] if unnamed.height else None
+    return frame.with_columns(
+        pl.when(pl.col("node").is_null()).then(pl.lit(unnamed_rank, pl.Int64))
+        .otherwise(_lookup("node", node_facts.drop_nulls("node"), "node_rank", pl.Int64)).alias("node_rank"),
+        pl.lit(nproc, dtype=pl.Int64).alias("_nproc"),
+    )
 
 
 def _ranks_from_pids(frame: pl.DataFrame) -> pl.DataFrame:
@@ -457,7 +459,6 @@ def _ranks_from_pids(frame: pl.DataFrame) -> pl.DataFrame:
         .group_by("pid")
         .agg(pl.col("rank").n_unique().alias("_n"), pl.col("rank").first().alias("_pid_rank"))
         .filter(pl.col("_n") == 1)
-        .drop("_n")
     )
     # a whole file speaks for one process when it names exactly one pid (py-spy dump of one rank)
     file_pid = (
@@ -465,16 +466,25 @@ def _ranks_from_pids(frame: pl.DataFrame) -> pl.DataFrame:
         .group_by("file")
         .agg(pl.col("pid").n_unique().alias("_n"), pl.col("pid").first().alias("_file_pid"))
         .filter(pl.col("_n") == 1)
-        .drop("_n")
     )
-    plog = frame.select("file").unique().with_columns(
-        pl.col("file").str.extract(_PLOG_PID.pattern, 1).cast(pl.Int64, strict=False).alias("_plog_pid")
+    any_pid = pl.coalesce(
+        pl.col("pid"),
+        _lookup("file", file_pid, "_file_pid", pl.Int64),
+        pl.col("file").str.extract(_PLOG_PID.pattern, 1).cast(pl.Int64, strict=False),
     )
-    frame = frame.join(file_pid, on="file", how="left", maintain_order="left").join(plog, on="file", how="left", maintain_order="left")
-    frame = frame.with_columns(pl.coalesce("pid", "_file_pid", "_plog_pid").alias("_any_pid"))
-    frame = frame.join(known, left_on="_any_pid", right_on="pid", how="left", maintain_order="left")
+    frame = frame.with_columns(_lookup("pid", known, "_pid_rank", pl.Int64, key_expr=any_pid))
     by_pid = pl.col("rank").is_null() & pl.col("_pid_rank").is_not_null()
     return frame.with_columns(
         pl.when(by_pid).then(pl.lit("inferred")).otherwise(pl.col("rank_source")).alias("rank_source"),
         pl.coalesce("rank", "_pid_rank").alias("rank"),
     )
+
+
+def _lookup(key: str, table: pl.DataFrame, value: str, dtype: pl.DataType, *, key_expr: pl.Expr | None = None) -> pl.Expr:
+    """``table``'s ``value`` for each row's ``key`` (null where absent), named ``value``.
+
+    The tables are small (one row per file, node or pid); mapping through them adds one column
+    instead of copying every column of the frame the way a join would.
+    """
+    mapping = dict(zip(table.get_column(key).to_list(), table.get_column(value).to_list(), strict=True))
+    return (pl.col(key) if key_expr is None else key_expr).replace_strict(mapping, default=None, return_dtype=dtype).alias(value)
