@@ -95,7 +95,6 @@ def analyze(
         report, frame = redact_report(report, frame)
     if output is not None:
         api.write_report(report, frame, output)
-        typer.echo(f"wrote {output}", err=True)
     if json_file is not None:
         api.write_report(report, frame, json_file, fmt="json")
     if fmt is Format.json:
@@ -109,7 +108,7 @@ def analyze(
     else:  # the terminal summary, also when a report file is written
         from postmortem.render import render_terminal
 
-        render_terminal(report, _console())
+        render_terminal(report, _console(), written=output if output and output.suffix.lower() in (".html", ".htm") else None)
     if fail_on is not None and api.worst_severity_at_least(report, fail_on.value):
         raise typer.Exit(EXIT_FINDINGS)
 

@@ -8,6 +8,8 @@ containing ``[bold]`` or ``[/]`` prints as it is.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich import box
 from rich.console import Console, Group
 from rich.padding import Padding
@@ -31,8 +33,8 @@ _STATUS_STYLE = {
 _SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "dim"}
 
 
-def render_terminal(report: Report, console: Console) -> None:
-    """Print the short summary of ``report`` to ``console``."""
+def render_terminal(report: Report, console: Console, written: Path | None = None) -> None:
+    """Print the short summary of ``report`` to ``console``; ``written`` is the full report's file, if any."""
     console.print(_verdict(report))
     ordered = view.ordered_findings(report)
     if ordered:
@@ -41,7 +43,7 @@ def render_terminal(report: Report, console: Console) -> None:
         console.print(_ranks(report))
     hidden = len(ordered) - TOP_FINDINGS
     tail = Text("Full report: ", style="dim")
-    tail.append("postmortem analyze JOB -o report.html", style="dim bold")
+    tail.append(str(written) if written else "postmortem analyze JOB -o report.html", style="dim bold")
     if hidden > 0:
         tail.append(f"  ({hidden} more finding{'s' if hidden != 1 else ''} there)", style="dim")
     console.print(tail)
