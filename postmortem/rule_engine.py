@@ -34,13 +34,15 @@ from typing import Any, NoReturn
 import polars as pl
 import regex
 
-try:  # the parser of Python's re, used only to find literals in patterns
-    from re import _parser as sre_parse  # Python >= 3.11
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_parse  # type: ignore[no-redef]
-
 from postmortem.errors import RuleError
 from postmortem.model import CATEGORIES, Evidence, Finding
+from postmortem.rule_patterns import (
+    combined,
+    polars_pattern,
+    py_compile,
+    py_flags,
+    required_literals,
+)
 from postmortem.schema import FAMILIES, KINDS, LEVELS, TIMELINE_COLUMNS
 
 if sys.version_info >= (3, 11):
@@ -170,11 +172,11 @@ class Rule:
 
     def py_patterns(self) -> list[regex.Pattern[str]]:
         """Positive patterns compiled with Python ``regex`` (for fields and highlighting)."""
-        return _py_compile(self.match.positive, self.match.ignore_case)
+        return py_compile(self.match.positive, self.match.ignore_case)
 
     def py_extractors(self) -> list[regex.Pattern[str]]:
         """Positive then ``extract`` patterns: everything named groups are read from."""
-        return _py_compile(self.match.positive + self.match.extract, self.match.ignore_case)
+        return py_compile(self.match.positive + self.match.extract, self.match.ignore_case)
 
 
 @dataclass
@@ -442,7 +444,7 @@ def _parse_match(t: _Fields) -> Match:
     for key, patterns in (("confirm", match.confirm), ("extract", match.extract)):
         for i, pattern in enumerate(patterns):
             try:
-                regex.compile(pattern, _py_flags(ignore_case))
+                regex.compile(pattern, py_flags(ignore_case))
             except regex.error as exc:
                 problem = f"should compile under Python regex: {exc} (got {pattern!r})"
             else:
@@ -493,12 +495,12 @@ def _check_pattern(t: _Fields, key: str, pattern: str, ignore_case: bool) -> Non
     """Compile under polars (what matching uses) and under Python regex (what extraction uses)."""
     problem = None
     try:
-        pl.Series([""], dtype=pl.String).str.contains(_polars_pattern(pattern, ignore_case))
+        pl.Series([""], dtype=pl.String).str.contains(polars_pattern(pattern, ignore_case))
     except Exception as exc:  # polars raises ComputeError (or a Rust panic wrapper) for bad regexes
         problem = f"should compile under polars (Rust regex): {_regex_reason(str(exc))}"
     if problem is None:
         try:
-            regex.compile(pattern, _py_flags(ignore_case))
+            regex.compile(pattern, py_flags(ignore_case))
         except regex.error as exc:
             problem = f"should compile under Python regex too (used for fields): {exc}"
     if problem:  # raised outside the except blocks: the message is the whole story
@@ -534,181 +536,6 @@ def _check_message(top: _Fields, message: str, match: Match, aggregate: Aggregat
 # --------------------------------------------------------------------------- compiling
 
 
-def _py_flags(ignore_case: bool) -> int:
-    return regex.V0 | (regex.IGNORECASE if ignore_case else 0)
-
-
-def _py_compile(patterns: Iterable[str], ignore_case: bool) -> list[regex.Pattern[str]]:
-    return [regex.compile(p, _py_flags(ignore_case)) for p in patterns]
-
-
-def _polars_pattern(pattern: str, ignore_case: bool) -> str:
-    return f"(?i){pattern}" if ignore_case else pattern
-
-
-def _unnamed(pattern: str) -> str:
-    """The pattern with named groups made non-capturing, so several can share one regex."""
-    out: list[str] = []
-    i, n, in_class = 0, len(pattern), False
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            out.append(pattern[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            # a ']' right after '[' or '[^' is a literal member of the class
-            j = i + 1 + (pattern[i + 1 : i + 2] == "^")
-            if pattern[j : j + 1] == "]":
-                out.append(pattern[i : j + 1])
-                i = j + 1
-                continue
-        elif c == "(" and pattern.startswith(("(?P<", "(?<"), i):
-            start = i + (4 if pattern.startswith("(?P<", i) else 3)
-            end = pattern.find(">", start)
-            if end > start and pattern[start : end].isidentifier():
-                out.append("(?:")
-                i = end + 1
-                continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def _combined(patterns: Sequence[str], ignore_case: bool) -> str:
-    flag = "(?i)" if ignore_case else ""
-    return "|".join(f"(?:{flag}{_unnamed(p)})" for p in patterns)
-
-
-#: Shortest literal worth prefiltering on; shorter ones would let most lines through.
-MIN_LITERAL = 4
-
-
-def _required_literals(pattern: str, ignore_case: bool) -> tuple[frozenset[str], bool] | None:
-    """Literals one of which every match of ``pattern`` contains, and whether to compare them
-    case-insensitively; None when the pattern has no usable literal (it then runs as a regex).
-
-    Parsed with Python's regex parser, which reads the Rust patterns we allow (a pattern it
-    cannot read simply falls back to the regex prefilter).
-    """
-    try:
-        parsed = sre_parse.parse(pattern)
-    except Exception:  # Rust-only syntax; correctness is kept by the regex fallback
-        return None
-    ci = ignore_case or bool(parsed.state.flags & regex.IGNORECASE) or "(?i" in pattern
-    found = _sequence_literals(list(parsed))
-    if not found or min(len(x) for x in found) < MIN_LITERAL:
-        return None
-    return (frozenset(x.lower() for x in found) if ci else frozenset(found)), ci
-
-
-#: Most strings a pattern piece may expand to (character classes, optional characters, literal alternations).
-EXPAND_CAP = 512
-
-
-def _expand(items: list[tuple[Any, Any]], cap: int = EXPAND_CAP) -> list[str] | None:
-    """Every string a parsed sequence can match, if it is finite and small; else None."""
-    out = [""]
-    for op, arg in items:
-        name = str(op)
-        if name == "LITERAL":
-            options: list[str] | None = [chr(arg)]
-        elif name == "IN":
-            options = _class_chars(arg)
-        elif name == "SUBPATTERN":
-            options = _expand(list(arg[3]), cap)
-        elif name == "BRANCH":
-            parts = [_expand(list(b), cap) for b in arg[1]]
-            options = None if any(p is None for p in parts) else [x for p in parts for x in p]  # type: ignore[union-attr]
-        elif name in ("MAX_REPEAT", "MIN_REPEAT") and arg[1] <= 8:
-            inner = _expand(list(arg[2]), cap)
-            options = _repeat(inner, arg[0], arg[1], cap) if inner is not None else None
-        elif name == "AT":
-            continue
-        else:
-            return None
-        if options is None or len(out) * len(options) > cap:
-            return None
-        out = [x + y for x in out for y in options]
-    return out
-
-
-def _repeat(inner: list[str], low: int, high: int, cap: int) -> list[str] | None:
-    """Strings of ``inner`` repeated ``low`` to ``high`` times, within ``cap``."""
-    result: list[str] = [""] if low == 0 else []
-    current = [""]
-    for count in range(1, high + 1):
-        if len(current) * len(inner) > cap:
-            return None
-        current = [x + y for x in current for y in inner]
-        if count >= low:
-            result += current
-        if len(result) > cap:
-            return None
-    return result
-
-
-def _class_chars(items: list[tuple[Any, Any]]) -> list[str] | None:
-    """The characters of a small positive character class (``[IEZ]``, ``\\d``), else None."""
-    chars: list[str] = []
-    for op, arg in items:
-        name = str(op)
-        if name == "LITERAL":
-            chars.append(chr(arg))
-        elif name == "RANGE" and arg[1] - arg[0] < 16:
-            chars += [chr(c) for c in range(arg[0], arg[1] + 1)]
-        elif name == "CATEGORY" and str(arg) == "CATEGORY_DIGIT":
-            chars += list("0123456789")
-        else:
-            return None
-    return chars if len(chars) <= 16 else None
-
-
-def _sequence_literals(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
-    """The best literal set of a parsed sequence: runs of expandable pieces, or a mandatory group."""
-    best: frozenset[str] | None = None
-    runs = [""]
-
-    def keep(candidate: frozenset[str] | None) -> None:
-        nonlocal best
-        usable = bool(candidate) and all(x and "\n" not in x for x in candidate)  # type: ignore[union-attr]
-        if usable and (best is None or min(map(len, candidate)) > min(map(len, best))):  # type: ignore[arg-type]
-            best = candidate
-
-    for op, arg in [*items, (None, None)]:
-        name = str(op)
-        if name == "AT":  # zero-width: the characters around it are adjacent in the text
-            continue
-        options = _expand([(op, arg)]) if op is not None else None
-        if options is not None and len(runs) * len(options) <= EXPAND_CAP:
-            runs = [x + y for x in runs for y in options]
-            continue
-        if name in ("MAX_REPEAT", "MIN_REPEAT") and arg[0] >= 1:
-            inner = _expand(list(arg[2]))
-            # a mandatory repeat extends the run as far as the cap allows (E[IEZ]\d{4} -> EI00 ...)
-            for _ in range(arg[0] if inner else 0):
-                if len(runs) * len(inner) > EXPAND_CAP:  # type: ignore[arg-type]
-                    break
-                runs = [x + y for x in runs for y in inner]  # type: ignore[union-attr]
-        keep(frozenset(runs) if min(map(len, runs)) else None)
-        runs = [""]
-        if options is not None:  # expandable but too many combined: start a new run with it
-            runs = options
-            continue
-        if name == "SUBPATTERN":
-            keep(_sequence_literals(list(arg[3])))
-        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and arg[0] >= 1:
-            keep(_sequence_literals(list(arg[2])))
-        elif name == "BRANCH":
-            branches = [_sequence_literals(list(b)) for b in arg[1]]
-            if all(branches):
-                keep(frozenset().union(*branches))  # type: ignore[arg-type]
-    return best
-
-
 @dataclass
 class _Plan:
     """All rules of one scope, compiled into one candidate mask plus per-rule conditions.
@@ -737,7 +564,7 @@ class _Plan:
                 continue
             needed = _rule_literals(m)
             if needed is None:
-                parts.append(_combined(m.any or m.all[:1], m.ignore_case))
+                parts.append(combined(m.any or m.all[:1], m.ignore_case))
             else:
                 (literals_ci if needed[1] else literals).update(needed[0])
         regexes = ["|".join(parts[i : i + PREFILTER_CHUNK]) for i in range(0, len(parts), PREFILTER_CHUNK)]
@@ -767,12 +594,12 @@ def _rule_literals(m: Match) -> tuple[frozenset[str], bool] | None:
     """A literal set every hit of the rule contains: the union over ``any``, or one ``all`` pattern."""
     options: list[tuple[frozenset[str], bool]] = []
     if m.any:
-        per_pattern = [_required_literals(p, m.ignore_case) for p in m.any]
+        per_pattern = [required_literals(p, m.ignore_case) for p in m.any]
         if all(per_pattern):
             ci = any(ci for _, ci in per_pattern)  # type: ignore[misc]
             union = frozenset().union(*(lits for lits, _ in per_pattern))  # type: ignore[misc]
             options.append((frozenset(x.lower() for x in union) if ci else union, ci))
-    options += [x for x in (_required_literals(p, m.ignore_case) for p in m.all) if x]
+    options += [x for x in (required_literals(p, m.ignore_case) for p in m.all) if x]
     if not options:
         return None
     return max(options, key=lambda o: min(map(len, o[0])))
@@ -784,11 +611,11 @@ def _condition(rule: Rule, text: str, scope: str) -> pl.Expr:
     col = pl.col(text)
     expr = pl.lit(True)
     if m.any:
-        expr = col.str.contains(_combined(m.any, m.ignore_case))
+        expr = col.str.contains(combined(m.any, m.ignore_case))
     for pattern in m.all:
-        expr = expr & col.str.contains(_polars_pattern(pattern, m.ignore_case))
+        expr = expr & col.str.contains(polars_pattern(pattern, m.ignore_case))
     if m.not_:
-        expr = expr & ~col.str.contains(_combined(m.not_, m.ignore_case))
+        expr = expr & ~col.str.contains(combined(m.not_, m.ignore_case))
     if m.families:
         expr = expr & pl.col("family").is_in(list(m.families))
     for name, values in (("kind", m.kinds), ("level", m.levels)):
@@ -921,7 +748,7 @@ def _record_frame(tl: pl.DataFrame) -> pl.DataFrame:
 
 def _confirm(rule: Rule, hits: pl.DataFrame) -> pl.DataFrame:
     """Keep the hits whose text also matches every Python-regex ``confirm`` pattern."""
-    patterns = _py_compile(rule.match.confirm, rule.match.ignore_case)
+    patterns = py_compile(rule.match.confirm, rule.match.ignore_case)
     keep = [all(p.search(t or "") for p in patterns) for t in hits["_text"].to_list()]
     return hits.filter(pl.Series(keep, dtype=pl.Boolean))
 
@@ -1146,7 +973,7 @@ def _absent(rule: Rule, hits: pl.DataFrame, tl: pl.DataFrame) -> tuple[Finding, 
     agg = rule.aggregate
     assert agg is not None
     if agg.requires:
-        gate = tl.filter(pl.col("message").str.contains(_combined(agg.requires, False)).fill_null(False))
+        gate = tl.filter(pl.col("message").str.contains(combined(agg.requires, False)).fill_null(False))
     else:
         gate = tl.filter(pl.col("kind") == "progress")
     if not gate.height:

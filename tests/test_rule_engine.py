@@ -15,13 +15,13 @@ from postmortem.rule_engine import (
     ENV_VAR,
     RuleSet,
     _Plan,
-    _required_literals,
     load_dir,
     load_rule_file,
     load_rules,
     match_rules,
     run_examples,
 )
+from postmortem.rule_patterns import required_literals
 from postmortem.schema import conform
 
 BODY = """
@@ -327,7 +327,7 @@ def test_postmortem_rules_env_var_adds_dirs_after_cli_dirs(tmp_path: Path, monke
     ],
 )
 def test_required_literals(pattern: str, ignore_case: bool, expected: set[str] | None) -> None:
-    found = _required_literals(pattern, ignore_case)
+    found = required_literals(pattern, ignore_case)
     assert (set(found[0]) if found else None) == expected
 
 
