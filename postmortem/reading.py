@@ -81,20 +81,44 @@ def _read_gzip(path: Path, limit: int | None) -> tuple[bytes, list[str]]:
         raise Unreadable(f"cannot read: {exc.strerror or exc}") from exc
     out.append(decomp.flush())
     if not decomp.eof and (limit is None or total < limit):
+        if not total:
+            raise Unreadable("truncated gzip archive: not one complete block")
         return b"".join(out), [f"truncated gzip archive: read {total} bytes, the end of the stream is missing"]
     return b"".join(out), []
 
 
 def _read_zstd(path: Path, limit: int | None) -> tuple[bytes, list[str]]:
+    """Zstandard through a decompression object, so a truncated archive yields its complete blocks."""
     import zstandard
 
-    def opener(p: Path):
-        return zstandard.ZstdDecompressor().stream_reader(p.open("rb"), read_across_frames=True)
-
+    out: list[bytes] = []
+    total = 0
+    decomp = zstandard.ZstdDecompressor().decompressobj()
     try:
-        return _read_compressed(path, opener, "zstd", limit)
+        with path.open("rb") as handle:
+            while limit is None or total < limit:
+                chunk = handle.read(_CHUNK)
+                if not chunk:
+                    break
+                while chunk:
+                    data = decomp.decompress(chunk)
+                    out.append(data)
+                    total += len(data)
+                    chunk = b""
+                    if decomp.eof and decomp.unused_data:  # concatenated frames
+                        chunk = decomp.unused_data
+                        decomp = zstandard.ZstdDecompressor().decompressobj()
     except zstandard.ZstdError as exc:
-        raise Unreadable(f"corrupt zstd archive: {exc}") from exc
+        if not total:
+            raise Unreadable(f"corrupt zstd archive: {exc}") from exc
+        return b"".join(out), [f"corrupt zstd archive: read {total} bytes before: {exc}"]
+    except OSError as exc:
+        raise Unreadable(f"cannot read: {exc.strerror or exc}") from exc
+    if not decomp.eof and (limit is None or total < limit):
+        if not total:
+            raise Unreadable("truncated zstd archive: not one complete block")
+        return b"".join(out), [f"truncated zstd archive: read {total} bytes, the end of the stream is missing"]
+    return b"".join(out), []
 
 
 def read_bytes(path: Path, limit: int | None = None) -> tuple[bytes, list[str]]:

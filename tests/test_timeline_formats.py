@@ -238,3 +238,24 @@ def test_srun_label_alone_is_the_global_rank(write_job):
     job = write_job({"slurm-9.out": "00: step 1 loss=2.0\n13: step 1 loss=2.1\n"})
     tl = load_timeline(job, keep_all=True).frame
     assert tl["rank"].to_list() == [0, 13] and set(tl["rank_source"].to_list()) == {"prefix"}
+
+
+def test_zstd_and_truncated_zstd_are_read(write_job):
+    import zstandard
+
+    body = b"".join(b"2024-01-01 10:00:0%d,000 INFO step %d loss=%d.5\n" % (i % 10, i, i) for i in range(1, 20001))
+    packed = zstandard.ZstdCompressor().compress(body)
+    job = write_job({
+        "rank_6.log.zst": packed,
+        "rank_7.log.zst": packed[: len(packed) // 2],  # cut after some complete blocks
+        "rank_8.log.zst": packed[:100],  # cut inside the first block: nothing to read
+    })
+    timeline = load_timeline(job)
+    whole = timeline.frame.filter(pl.col("file") == "rank_6.log.zst")
+    assert whole["rank"].unique().to_list() == [6] and whole["step"].max() == 20000
+    cut = timeline.frame.filter(pl.col("file") == "rank_7.log.zst")
+    notes = {n.rel: n.reason for n in timeline.notes}
+    assert cut.height > 100 and cut["step"].max() < 20000
+    assert notes["rank_7.log.zst"].startswith("truncated zstd archive")
+    skipped = {s.rel: s.reason for s in timeline.inventory.skipped}
+    assert skipped["rank_8.log.zst"] == "truncated zstd archive: not one complete block"
