@@ -15,11 +15,12 @@ import jsonschema
 import polars as pl
 import pytest
 
+import postmortem
 from postmortem.diagnosis import diagnose
 from postmortem.model import CATEGORIES, Evidence, Finding, JobInfo, Report
 from postmortem.schema import conform
 
-SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "postmortem" / "report.schema.json").read_text())
+SCHEMA = json.loads((Path(postmortem.__file__).parent / "report.schema.json").read_text(encoding="utf-8"))
 T0 = datetime(2026, 5, 22, 12, 0, 0)
 
 

@@ -9,12 +9,13 @@ import jsonschema
 import polars as pl
 import pytest
 
+import postmortem
 from postmortem.api import analyze
 from postmortem.model import SEVERITY_ORDER
 from tests.conftest import corpus_scenarios, load_expected
 
 SCENARIOS = corpus_scenarios()
-SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "postmortem" / "report.schema.json").read_text())
+SCHEMA = json.loads((Path(postmortem.__file__).parent / "report.schema.json").read_text())
 
 
 @pytest.fixture(scope="module", params=SCENARIOS, ids=[f"{p.parent.name}/{p.name}" for p in SCENARIOS])

@@ -20,6 +20,7 @@ import jsonschema
 import polars as pl
 import pytest
 
+import postmortem
 from postmortem.api import analyze
 from postmortem.discover import discover
 from postmortem.parsers.flight_recorder import (
@@ -37,7 +38,7 @@ from postmortem.traces import fuse_traces, match_traces, stack_frame_membership,
 REPO = Path(__file__).resolve().parent.parent
 FR = REPO / "tests" / "data" / "fr"
 UNEVEN = REPO / "sample_logs" / "real" / "uneven_data_hang" / "job"
-SCHEMA = json.loads((REPO / "postmortem" / "report.schema.json").read_text(encoding="utf-8"))
+SCHEMA = json.loads((Path(postmortem.__file__).parent / "report.schema.json").read_text(encoding="utf-8"))
 
 needs_uneven = pytest.mark.skipif(
     not (UNEVEN / "fr").is_dir() or not (UNEVEN / "pyspy").is_dir(),
