@@ -17,6 +17,7 @@ from postmortem.diagnosis import diagnose
 from postmortem.errors import InputError
 from postmortem.inventory import fmt_ts, job_info, rank_progress
 from postmortem.model import SEVERITY_ORDER, Report
+from postmortem.ranges import format_ranks
 from postmortem.rule_engine import ExampleResult, RuleSet, load_rules, match_rules, run_examples
 from postmortem.timeline import Timeline, build_timeline
 from postmortem.traces import fuse_traces
@@ -119,7 +120,7 @@ def print_inventory(timeline: Timeline, console: Console) -> None:
     families = ", ".join(f"{name} {count}" for name, count in sorted(info.families.items()))
     console.print(f"files: {info.files_parsed} parsed ({families}), {len(info.skipped)} skipped")
     console.print(f"nodes: {', '.join(info.nodes) or '-'}")
-    console.print(f"world size: {info.world_size or '-'}; ranks seen: {_ranges(info.ranks) or '-'}")
+    console.print(f"world size: {info.world_size or '-'}; ranks seen: {format_ranks(info.ranks) or '-'}")
     console.print(f"time span: {fmt_ts(info.start)} .. {fmt_ts(info.end)}")
     if info.versions:
         console.print("versions: " + ", ".join(f"{k} {v}" for k, v in info.versions.items()))
@@ -134,14 +135,6 @@ def print_inventory(timeline: Timeline, console: Console) -> None:
         console.print(f"skipped {item.path}: {item.reason}")
     for item in info.notes:
         console.print(f"note {item.path}: {item.reason}")
-
-
-def _ranges(ranks: list[int]) -> str:
-    try:
-        from postmortem.ranges import format_ranks
-    except ImportError:  # pragma: no cover - ranges.py arrives with the diagnosis
-        return ", ".join(map(str, ranks))
-    return format_ranks(ranks)
 
 
 __all__ = [

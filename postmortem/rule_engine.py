@@ -36,6 +36,7 @@ import regex
 
 from postmortem.errors import RuleError
 from postmortem.model import CATEGORIES, Evidence, Finding
+from postmortem.ranges import format_ranks
 from postmortem.rule_patterns import (
     combined,
     polars_pattern,
@@ -811,7 +812,7 @@ def _finding(
     first = evidence_rows.row(0, named=True) if evidence_rows.height else {}
     values: dict[str, Any] = {c: first.get(c) for c in TIMELINE_COLUMNS}
     values.update(fields)
-    values.update(count=hits.height, ranks=_rank_text(ranks), nranks=len(ranks), nodes=", ".join(nodes))
+    values.update(count=hits.height, ranks=format_ranks(ranks), nranks=len(ranks), nodes=", ".join(nodes))
     values.update(message_extra or {})
     message, missing = render_message(rule, values)
     finding = Finding(
@@ -883,17 +884,6 @@ def _add_context(findings: list[Finding], tl: pl.DataFrame) -> None:
         for e in finding.evidence:
             known = by_file.get(e.file, {})
             e.context = [(n, known[n]) for n in range(e.line - CONTEXT_LINES, e.line + CONTEXT_LINES + 1) if n in known]
-
-
-def _rank_text(ranks: Sequence[int]) -> str:
-    """Compact rank list: 0-3,5,7-8."""
-    runs: list[list[int]] = []
-    for r in ranks:
-        if runs and runs[-1][1] == r - 1:
-            runs[-1][1] = r
-        else:
-            runs.append([r, r])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 class _Values(dict):  # type: ignore[type-arg]
