@@ -11,8 +11,10 @@ from __future__ import annotations
 import bz2
 import lzma
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -55,45 +57,26 @@ def _read_compressed(path: Path, opener, what: str, limit: int | None) -> tuple[
 
 
 def _read_gzip(path: Path, limit: int | None) -> tuple[bytes, list[str]]:
-    """Gzip through zlib directly, so a truncated archive still yields what was written."""
-    out: list[bytes] = []
-    total = 0
-    decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        with path.open("rb") as handle:
-            while limit is None or total < limit:
-                chunk = handle.read(_CHUNK)
-                if not chunk:
-                    break
-                while chunk:
-                    data = decomp.decompress(chunk)
-                    out.append(data)
-                    total += len(data)
-                    chunk = b""
-                    if decomp.eof and decomp.unused_data:  # concatenated gzip members
-                        chunk = decomp.unused_data
-                        decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    except zlib.error as exc:
-        if not total:
-            raise Unreadable(f"corrupt gzip archive: {exc}") from exc
-        return b"".join(out), [f"corrupt gzip archive: read {total} bytes before: {exc}"]
-    except OSError as exc:
-        raise Unreadable(f"cannot read: {exc.strerror or exc}") from exc
-    out.append(decomp.flush())
-    if not decomp.eof and (limit is None or total < limit):
-        if not total:
-            raise Unreadable("truncated gzip archive: not one complete block")
-        return b"".join(out), [f"truncated gzip archive: read {total} bytes, the end of the stream is missing"]
-    return b"".join(out), []
+    return _read_incremental(path, limit, "gzip", lambda: zlib.decompressobj(16 + zlib.MAX_WBITS), zlib.error)
 
 
 def _read_zstd(path: Path, limit: int | None) -> tuple[bytes, list[str]]:
-    """Zstandard through a decompression object, so a truncated archive yields its complete blocks."""
     import zstandard
 
+    return _read_incremental(path, limit, "zstd", lambda: zstandard.ZstdDecompressor().decompressobj(), zstandard.ZstdError)
+
+
+def _read_incremental(
+    path: Path, limit: int | None, what: str, new: Callable[[], Any], error: type[Exception]
+) -> tuple[bytes, list[str]]:
+    """Decompress chunk by chunk, so a truncated archive still yields every complete block.
+
+    ``new`` makes a decompression object (``decompress``, ``flush``, ``eof``, ``unused_data``);
+    concatenated members or frames are read one after the other.
+    """
     out: list[bytes] = []
     total = 0
-    decomp = zstandard.ZstdDecompressor().decompressobj()
+    decomp = new()
     try:
         with path.open("rb") as handle:
             while limit is None or total < limit:
@@ -105,19 +88,20 @@ def _read_zstd(path: Path, limit: int | None) -> tuple[bytes, list[str]]:
                     out.append(data)
                     total += len(data)
                     chunk = b""
-                    if decomp.eof and decomp.unused_data:  # concatenated frames
+                    if decomp.eof and decomp.unused_data:
                         chunk = decomp.unused_data
-                        decomp = zstandard.ZstdDecompressor().decompressobj()
-    except zstandard.ZstdError as exc:
+                        decomp = new()
+        out.append(decomp.flush())
+    except error as exc:
         if not total:
-            raise Unreadable(f"corrupt zstd archive: {exc}") from exc
-        return b"".join(out), [f"corrupt zstd archive: read {total} bytes before: {exc}"]
+            raise Unreadable(f"corrupt {what} archive: {exc}") from exc
+        return b"".join(out), [f"corrupt {what} archive: read {total} bytes before: {exc}"]
     except OSError as exc:
         raise Unreadable(f"cannot read: {exc.strerror or exc}") from exc
     if not decomp.eof and (limit is None or total < limit):
         if not total:
-            raise Unreadable("truncated zstd archive: not one complete block")
-        return b"".join(out), [f"truncated zstd archive: read {total} bytes, the end of the stream is missing"]
+            raise Unreadable(f"truncated {what} archive: not one complete block")
+        return b"".join(out), [f"truncated {what} archive: read {total} bytes, the end of the stream is missing"]
     return b"".join(out), []
 
 
