@@ -129,6 +129,12 @@ def _walk(root: Path):
 def classify(path: Path, rel: str) -> str | None:
     """The family of one file, or None when it is binary. Raises Unreadable."""
     head_bytes, _ = read_bytes(path, limit=HEAD_BYTES)
+    return classify_head(head_bytes, rel)
+
+
+def classify_head(head_bytes: bytes, rel: str) -> str | None:
+    """The family of a file named ``rel`` whose (decompressed) first bytes are ``head_bytes``."""
+    head_bytes = head_bytes[:HEAD_BYTES]
     name = _COMPRESSED_SUFFIX.sub("", rel)
     if head_bytes[:1] == b"\x80" and head_bytes[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05") and (
         any(k in head_bytes for k in (b"entries", b"pg_config", b"pg_status")) or _PICKLE_NAME.search(name)

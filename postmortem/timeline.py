@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from postmortem.discover import Inventory, JobFile, Skipped, discover
+from postmortem.discover import Inventory, JobFile, Skipped, classify_head, discover
 from postmortem.parsers import patterns as P
 from postmortem.parsers.flight_recorder import RejectedDump, align_trace_clock, parse_flight_recorder
 from postmortem.parsers.structured import parse_elastic_error, parse_pyspy_json, parse_pyspy_text
@@ -152,17 +152,7 @@ def _tag(lines: pl.DataFrame, job_file: JobFile, facts: dict[str, object]) -> pl
 
 
 def _family_for_text(text: str, file: str) -> str:
-    import tempfile
-
-    from postmortem.discover import classify
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / Path(file).name
-        path.write_text(text, encoding="utf-8")
-        try:
-            return classify(path, file) or "generic"
-        except Unreadable:
-            return "generic"
+    return classify_head(text.encode("utf-8", errors="replace"), file) or "generic"
 
 
 def _batches(files: list[JobFile]) -> Iterable[list[JobFile]]:
