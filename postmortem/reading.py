@@ -164,33 +164,39 @@ def decode(data: bytes) -> RawText:
 
 
 def text_lines(text: str) -> pl.DataFrame:
-    """Split text into physical lines: columns ``line`` (1-based) and ``raw``.
+    """Split one text into physical lines: columns ``line`` (1-based), ``raw`` and ``redraw_bar``."""
+    return split_lines(pl.DataFrame({"text": [text]}, schema={"text": pl.String})).select("line", "raw", "redraw_bar")
+
+
+def split_lines(texts: pl.DataFrame) -> pl.DataFrame:
+    """Split a batch of texts, one row per file in column ``text``, into one row per physical line.
+
+    Adds ``line`` (1-based within its text), ``raw`` and ``redraw_bar`` and repeats the other
+    columns (the file's name, family, path facts) on each of its lines. One vectorized pass over
+    the whole batch: per-file polars calls cost more than the splitting itself.
 
     A ``\\r`` inside a line is a terminal redraw: what a person saw is the last non-empty
-    segment, so that is what is kept. Lines are cut at :data:`MAX_LINE_CHARS`.
+    segment, so that is what is kept; ``redraw_bar`` keeps the last progress-bar segment
+    (HF prints its metrics dict right after a ``\\r`` of the bar, so the step is only in the
+    bar). Lines are cut at :data:`MAX_LINE_CHARS`.
     """
-    if text.endswith("\n"):
-        text = text[:-1]
-    lines = pl.Series("raw", [text], dtype=pl.String).str.split("\n").explode()
-    frame = pl.DataFrame({"raw": lines}).with_row_index("line", offset=1)
-    if "\r" not in text:  # the common case: no redraws, nothing to collapse
-        return frame.select(
-            pl.col("line").cast(pl.Int64), pl.col("raw").str.slice(0, MAX_LINE_CHARS), pl.lit(None, pl.String).alias("redraw_bar")
-        )
-    raw = pl.col("raw")
-    redrawn = raw.str.contains("\r", literal=True)
-    plain = frame.filter(~redrawn).select(
-        pl.col("line").cast(pl.Int64), raw.str.slice(0, MAX_LINE_CHARS), pl.lit(None, pl.String).alias("redraw_bar")
+    has_cr = texts.select(pl.col("text").str.contains("\r", literal=True).any()).item()
+    frame = (
+        texts.with_columns(pl.col("text").str.strip_suffix("\n").str.split("\n"))
+        .with_columns(pl.int_ranges(1, pl.col("text").list.len() + 1, dtype=pl.Int64).alias("line"))
+        .explode("text", "line")
+        .rename({"text": "raw"})
     )
-    segments = raw.str.split("\r").list.eval(pl.element().filter(pl.element().str.strip_chars().str.len_bytes() > 0))
-    # HF prints its metrics dict right after a \r of the progress bar: the step is in the bar
-    bar = segments.list.eval(pl.element().filter(pl.element().str.contains(_BAR))).list.last()
-    redraws = frame.filter(redrawn).select(
-        pl.col("line").cast(pl.Int64),
-        segments.list.last().fill_null("").str.slice(0, MAX_LINE_CHARS).alias("raw"),
+    if not has_cr:  # the common case: no redraws, nothing to collapse
+        return frame.with_columns(pl.col("raw").str.slice(0, MAX_LINE_CHARS), pl.lit(None, pl.String).alias("redraw_bar"))
+    # list operations on the redrawn lines only: the others are null here
+    segments = pl.when(pl.col("raw").str.contains("\r", literal=True)).then(pl.col("raw")).str.split("\r")
+    shown = segments.list.eval(pl.element().filter(pl.element().str.strip_chars().str.len_bytes() > 0))
+    bar = shown.list.eval(pl.element().filter(pl.element().str.contains(_BAR))).list.last()
+    return frame.with_columns(
+        pl.when(segments.is_null()).then(pl.col("raw")).otherwise(shown.list.last().fill_null("")).str.slice(0, MAX_LINE_CHARS),
         bar.str.slice(0, 400).alias("redraw_bar"),
     )
-    return pl.concat([plain, redraws]).sort("line")
 
 
 _BAR = r"\|\s*\d+/\d+ \["

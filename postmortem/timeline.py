@@ -17,11 +17,10 @@ from pathlib import Path
 import polars as pl
 
 from postmortem.discover import Inventory, JobFile, Skipped, classify_head, discover
-from postmortem.parsers import patterns as P
 from postmortem.parsers.flight_recorder import RejectedDump, align_trace_clock, parse_flight_recorder
 from postmortem.parsers.structured import parse_elastic_error, parse_pyspy_json, parse_pyspy_text
-from postmortem.parsers.text import parse_text
-from postmortem.reading import Unreadable, decode, looks_binary, read_bytes, text_lines
+from postmortem.parsers.text import parse_files
+from postmortem.reading import Unreadable, decode, looks_binary, read_bytes
 from postmortem.schema import conform
 
 BATCH_BYTES = 32 << 20
@@ -57,8 +56,11 @@ class Timeline:
 
 @dataclass
 class _Read:
+    """One file as read: its text (text families) or its rows (dumps, error files)."""
+
     file: JobFile
-    lines: pl.DataFrame | None
+    text: str | None
+    rows: pl.DataFrame | None
     notes: list[str]
     error: str | None = None
 
@@ -87,16 +89,17 @@ def build_timeline(
     pending: list[Future[pl.DataFrame | None]] = []
     with ThreadPoolExecutor(max_workers=workers) as pool, ThreadPoolExecutor(max_workers=PARSE_THREADS) as parsers:
         for batch in _batches(inventory.files):
-            text_parts: list[pl.DataFrame] = []
+            texts: list[_Read] = []
             structured: list[pl.DataFrame] = []
             for read in pool.map(_read_file, batch):
                 notes.extend(Skipped(read.file.rel, n) for n in read.notes)
-                if read.error is not None or read.lines is None:
-                    skipped.append(Skipped(read.file.rel, read.error or "unreadable"))
-                    continue
-                frame = _tag(read.lines, read.file, path_facts[read.file.rel])
-                (text_parts if "raw" in frame.columns else structured).append(frame)
-            pending.append(parsers.submit(_parse_batch, text_parts, structured, keep, keep_all))
+                if read.error is not None:
+                    skipped.append(Skipped(read.file.rel, read.error))
+                elif read.rows is not None:
+                    structured.append(_tag(read.rows, read.file, path_facts[read.file.rel]))
+                else:
+                    texts.append(read)
+            pending.append(parsers.submit(_parse_batch, _text_batch(texts, path_facts), structured, keep, keep_all))
             # bound memory: at most PARSE_THREADS batches of raw text in flight
             while sum(not f.done() for f in pending) >= PARSE_THREADS:
                 next(f for f in pending if not f.done()).result()
@@ -113,17 +116,38 @@ def build_timeline(
 
 
 def _parse_batch(
-    text_parts: list[pl.DataFrame], structured: list[pl.DataFrame], keep: str | None, keep_all: bool
+    texts: pl.DataFrame | None, structured: list[pl.DataFrame], keep: str | None, keep_all: bool
 ) -> pl.DataFrame | None:
     """One batch's rows: parsed text lines (notable ones) and structured dump rows, in file order."""
     parts = list(structured)
-    if text_parts:
-        parts.append(_keep_rows(parse_text(pl.concat(text_parts, how="vertical_relaxed")), keep, keep_all))
+    if texts is not None:
+        parts.append(parse_files(texts, keep=keep, keep_all=keep_all))
     if not parts:
         return None
     merged = pl.concat(parts, how="diagonal_relaxed")
     # batches follow file order, so only a batch with dumps in it needs sorting
     return merged.sort(["file", "line"], maintain_order=True) if structured else merged
+
+
+def _text_batch(reads: list[_Read], path_facts: dict[str, dict[str, object]]) -> pl.DataFrame | None:
+    """One row per text file: its name, family, path facts and text."""
+    reads = [r for r in reads if r.text is not None]
+    if not reads:
+        return None
+    columns: dict[str, list[object]] = {"file": [], "family": [], "text": []}
+    for read in reads:
+        columns["file"].append(read.file.rel)
+        columns["family"].append(read.file.family)
+        columns["text"].append(read.text)
+        for key, value in path_facts[read.file.rel].items():
+            columns.setdefault(key, []).append(value)
+    return pl.DataFrame(columns, schema=_TEXT_BATCH_SCHEMA)
+
+
+_TEXT_BATCH_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.String(), "family": pl.String(), "text": pl.String(), "path_rank": pl.Int64(),
+    "path_local_rank": pl.Int64(), "path_node": pl.String(), "path_node_rank": pl.Int64(),
+}
 
 
 def timeline_from_text(text: str, file: str = "console.log") -> pl.DataFrame:
@@ -133,11 +157,10 @@ def timeline_from_text(text: str, file: str = "console.log") -> pl.DataFrame:
     """
     family = _family_for_text(text, file)
     job_file = JobFile(Path(file), file, len(text), family)
-    facts = _path_facts([job_file])[file]
-    lines, _ = _lines_for(family, text)
-    frame = _tag(lines, job_file, facts)
-    if "raw" in frame.columns:
-        frame = parse_text(frame)
+    facts = _path_facts([job_file])
+    read = _read_text(job_file, text, [])
+    texts = _text_batch([read], facts)
+    frame = _tag(read.rows, job_file, facts[file]) if texts is None else parse_files(texts)
     inventory = Inventory(root=Path("."), files=[job_file], skipped=[])
     return _finish(frame, inventory)
 
@@ -184,12 +207,11 @@ def _read_file(job_file: JobFile) -> _Read:
     try:
         data, notes = read_bytes(job_file.path)
     except Unreadable as exc:
-        return _Read(job_file, None, [], str(exc))
+        return _Read(job_file, None, None, [], str(exc))
     if looks_binary(data):
-        return _Read(job_file, None, notes, "binary file (not log text)")
+        return _Read(job_file, None, None, notes, "binary file (not log text)")
     raw = decode(data)
-    lines, parse_notes = _lines_for(job_file.family, raw.text)
-    return _Read(job_file, lines, notes + raw.notes + parse_notes)
+    return _read_text(job_file, raw.text, notes + raw.notes)
 
 
 def _read_flight_recorder(job_file: JobFile) -> _Read:
@@ -197,22 +219,23 @@ def _read_flight_recorder(job_file: JobFile) -> _Read:
     try:
         data, notes = read_bytes(job_file.path)
     except Unreadable as exc:
-        return _Read(job_file, None, [], str(exc))
+        return _Read(job_file, None, None, [], str(exc))
     try:
         rows = parse_flight_recorder(data, job_file.rel)
     except RejectedDump as exc:
-        return _Read(job_file, None, notes, str(exc))
-    return _Read(job_file, rows, notes)
+        return _Read(job_file, None, None, notes, str(exc))
+    return _Read(job_file, None, rows, notes)
 
 
-def _lines_for(family: str, text: str) -> tuple[pl.DataFrame, list[str]]:
-    """Structured rows for dumps and error files, text lines for everything else."""
+def _read_text(job_file: JobFile, text: str, notes: list[str]) -> _Read:
+    """Structured rows for dumps and error files, the text itself for everything else."""
+    family = job_file.family
     try:
-        lines = _structured(family, text)
+        rows = _structured(family, text)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         # a truncated or foreign JSON file: fall back to reading it as text
-        return text_lines(text), [f"not valid {family} ({type(exc).__name__}); read as plain text"]
-    return (lines if lines is not None else text_lines(text)), []
+        return _Read(job_file, text, None, [*notes, f"not valid {family} ({type(exc).__name__}); read as plain text"])
+    return _Read(job_file, text if rows is None else None, rows, notes)
 
 
 def _path_facts(files: list[JobFile]) -> dict[str, dict[str, object]]:
@@ -236,30 +259,6 @@ def _path_facts(files: list[JobFile]) -> dict[str, dict[str, object]]:
             "path_node_rank": node_rank,
         }
     return facts
-
-
-def _keep_rows(frame: pl.DataFrame, keep: str | None, keep_all: bool) -> pl.DataFrame:
-    if keep_all:
-        return frame
-    notable = (
-        (pl.col("kind") != "info")
-        | pl.col("step").is_not_null()
-        | pl.col("_rec_row").is_not_null()
-        | pl.col("message").str.contains(P.NOTABLE_INFO)
-    )
-    if keep:
-        notable = notable | pl.col("message").str.contains(keep)
-    # Several progress lines per step (a tqdm redraw, a log_dist line, a metrics dict) say the
-    # same step; keep the first of each and every one that carries a metric.
-    repeated_step = (
-        (pl.col("kind") == "progress")
-        & pl.col("loss").is_null() & pl.col("grad_norm").is_null() & pl.col("lr").is_null()
-        & (pl.col("step") == pl.col("step").shift(1).over("stream", "_line_rank"))
-    )
-    kept = frame.filter(notable & ~repeated_step.fill_null(False))
-    # A filtered string column still points into the whole batch's text buffers; copying the kept
-    # strings lets those buffers go, so memory follows what is kept, not what was read.
-    return kept.with_columns(pl.col(pl.String) + "")
 
 
 def _finish(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:

@@ -5,6 +5,8 @@ Each pattern cites the format section of ``shared/reference/log-formats.md`` it 
 
 from __future__ import annotations
 
+import re
+
 # §0, §7.1-7.3: launcher prefixes, stripped from the outside in.
 OUTER_PREFIX = (
     r"^(?P<pfx>(?:\x1b\[[0-9;]*m)*"
@@ -143,3 +145,36 @@ ERROR_HINTS: tuple[str, ...] = (
     "failed or timed out", "received by PID", "nan", "NaN",
 )
 RECORD_HINTS: tuple[str, ...] = ("Traceback", "terminate called", "ChildFailedError", "(E", "EI", "EE", "EZ", "EJ", "EH", "EL")
+
+
+def _without_names(pattern: str) -> str:
+    """``pattern`` with its named groups made non-capturing, so several can share one regex."""
+    return re.sub(r"\(\?P<\w+>", "(?:", pattern)
+
+
+def union(*patterns: str) -> str:
+    """One capture-free regex matching wherever any of ``patterns`` matches."""
+    return "|".join(f"(?:{_without_names(p)})" for p in patterns)
+
+
+def literals(hints: tuple[str, ...]) -> str:
+    """A regex of literal alternatives: on short lines the regex engine's literal search beats
+    polars' ``contains_any``."""
+    return "|".join(re.escape(h) for h in hints)
+
+
+# Levels that make a line a warning or an error (see LEVEL): the words, and c10/glog's W/E/F/C.
+NON_INFO_LEVEL = r"^\[?[WEFC]\d{3,4} \d\d:|WARN|ERROR|CRITICAL|FATAL|Error|Warning"
+PROGRESS_ANY = union(*PROGRESS_FORMATS, TQDM)
+# A line matching none of these is chatter: not an error, warning, lifecycle, progress,
+# collective or notable line, and names no rank of its own. Such lines are dropped before the
+# expensive extraction (see parsers.text._drop_chatter); this must stay a superset of all of it.
+KEPT_SUPERSET = union(ERROR_LINE, LIFECYCLE_LINE, COLLECTIVE_LINE, NOTABLE_INFO, PROGRESS_ANY, LINE_RANK, NON_INFO_LEVEL)
+FIELD_HINTS_RE = literals(FIELD_HINTS)
+ERROR_HINTS_RE = literals(ERROR_HINTS)
+RECORD_HINTS_RE = literals(RECORD_HINTS)
+
+# Whole-file hints, searched once over each file's text: a file with none of these has no line
+# with a launcher prefix (§0, §7), and none that starts a multi-line record.
+PREFIX_HINTS: tuple[str, ...] = ("]:", "]<std", "\x1b[", "Z ")
+RECORD_ANY = r"Traceback \(most recent call last\)|terminate called after throwing|ChildFailedError|E[A-Z0-9]\d{4}"

@@ -1,8 +1,14 @@
 """The line parser for every text family: prefixes, time, level, kind, step, records, fields.
 
-All of it is vectorized polars over a batch of files' lines. The field extractors run only
-on the rows whose text contains one of a few literal hints, so a gigabyte of progress bars
-costs a handful of regex passes, not dozens.
+All of it is vectorized polars over a batch of files' lines, and it is built so that the
+bulk of a big log costs only a few passes:
+
+* whole-file hints (one search per file's text) skip the prefix and record stages for the
+  files that cannot have them;
+* lines that cannot be kept (chatter) are dropped right after the prefixes are stripped,
+  before any extraction (:func:`_drop_chatter`);
+* every extractor runs on a column masked to the rows that can match it (null elsewhere, which
+  the regex kernels skip), never on a filtered copy joined back.
 """
 
 from __future__ import annotations
@@ -10,28 +16,61 @@ from __future__ import annotations
 import polars as pl
 
 from postmortem.parsers import patterns as P
+from postmortem.reading import split_lines
 
 _HEAD = 64  # characters of a message searched for its timestamp and level
 
 
-def parse_text(lines: pl.DataFrame) -> pl.DataFrame:
+def parse_files(files: pl.DataFrame, *, keep: str | None = None, keep_all: bool = True) -> pl.DataFrame:
+    """Parse a batch of text files: one row per file with ``text`` and the per-file columns
+    ``file``, ``family``, ``path_rank``, ``path_local_rank``, ``path_node``, ``path_node_rank``.
+
+    With ``keep_all`` False only notable lines are returned (see :func:`_keep_rows`); ``keep``
+    is a regex of further lines to keep (the rule set's patterns).
+    """
+    hinted = files.with_columns(
+        ((pl.col("family") == "slurm") | pl.col("text").str.contains_any(list(P.PREFIX_HINTS))).alias("_has_pfx"),
+        pl.col("text").str.contains(P.RECORD_ANY).alias("_has_rec"),
+    )
+    return parse_text(split_lines(hinted), keep=keep, keep_all=keep_all)
+
+
+def parse_text(lines: pl.DataFrame, *, keep: str | None = None, keep_all: bool = True) -> pl.DataFrame:
     """Parse a batch of lines.
 
-    ``lines`` has columns ``file``, ``family``, ``line``, ``raw`` and the per-file facts
-    ``path_rank``, ``path_local_rank``, ``path_node`` (nullable). Returns timeline columns
+    ``lines`` has columns ``file``, ``family``, ``line``, ``raw``, ``redraw_bar`` and the per-file
+    facts ``path_rank``, ``path_local_rank``, ``path_node`` (nullable), and optionally the
+    whole-file hints ``_has_pfx`` / ``_has_rec`` (absent means "maybe"). Returns timeline columns
     (see :mod:`postmortem.schema`) plus ``stream`` and ``srun`` helpers.
     """
+    for hint in ("_has_pfx", "_has_rec"):
+        if hint not in lines.columns:
+            lines = lines.with_columns(pl.lit(True).alias(hint))
     frame = _strip_prefixes(lines)
+    if not keep_all:
+        frame = _drop_chatter(frame, keep)
     frame = _timestamps_and_levels(frame)
     frame = _progress(frame)
     frame = _fields(frame)
     frame = _kinds(frame)
     frame = _records(frame)
-    return _child_failed_entries(frame)
+    frame = _child_failed_entries(frame)
+    return frame if keep_all else _keep_rows(frame, keep)
 
 
 def _strip_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
-    outer = pl.col("raw").str.extract_groups(P.OUTER_PREFIX)
+    if not lines.get_column("_has_pfx").any():
+        # no file of the batch has a launcher prefix: each file is one stream
+        return lines.with_columns(
+            pl.col("raw").str.strip_chars_end().alias("message"),
+            pl.lit(None, pl.Int64).alias("pfx_rank"),
+            pl.lit(None, pl.Int64).alias("pfx_local"),
+            pl.lit(None, pl.Int64).alias("srun"),
+            pl.lit(None, pl.Datetime("us")).alias("_k8s_time"),
+            pl.col("file").alias("stream"),
+        ).drop("raw")
+    maybe = pl.col("_has_pfx")
+    outer = pl.when(maybe).then(pl.col("raw")).str.extract_groups(P.OUTER_PREFIX)
     frame = lines.with_columns(outer.alias("_o")).unnest("_o")
     # An srun label is only a label in srun output; elsewhere "12: " is text.
     is_slurm = pl.col("family") == "slurm"
@@ -42,8 +81,17 @@ def _strip_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
         pl.col("raw").str.slice(cut).alias("_rest"),
         pl.when(is_slurm).then(pl.col("srun").cast(pl.Int64, strict=False)).alias("srun"),
     ).drop("pfx", "k8s_ts")
-    inner = pl.col("_rest").str.extract_groups(P.RANK_PREFIX)
+    inner = pl.when(maybe).then(pl.col("_rest")).str.extract_groups(P.RANK_PREFIX)
     frame = frame.with_columns(inner.alias("_i")).unnest("_i")
+    # "[0]:" alone on a line is a ChildFailedError entry header, not a rank template prefix
+    bare_entry = (
+        pl.col("role1").is_null() & pl.col("n1").is_not_null()
+        & (pl.col("_rest").str.len_chars() == pl.col("pfx").str.len_chars())
+    )
+    frame = frame.with_columns(
+        pl.when(bare_entry).then(pl.lit("")).otherwise(pl.col("pfx").fill_null("")).alias("pfx"),
+        *(pl.when(bare_entry).then(pl.lit(None, pl.String)).otherwise(pl.col(c)).alias(c) for c in ("n1", "n2", "role1", "role2")),
+    )
     n1 = pl.col("n1").cast(pl.Int64, strict=False)
     n2 = pl.col("n2").cast(pl.Int64, strict=False)
     # [rankN]: and template [N]: carry the global rank; [defaultN]: (any other role) the local rank.
@@ -58,47 +106,46 @@ def _strip_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
         pl.when(n1.is_not_null() & ~global1).then(n1),
         pl.when(n2.is_not_null() & ~global2).then(n2),
     )
-    # "[0]:" alone on a line is a ChildFailedError entry header, not a rank template prefix
-    bare_entry = (
-        pl.col("role1").is_null() & pl.col("n1").is_not_null()
-        & (pl.col("_rest").str.len_chars() == pl.col("pfx").str.len_chars())
-    )
-    frame = frame.with_columns(
-        pl.when(bare_entry).then(pl.lit("")).otherwise(pl.col("pfx")).alias("pfx"),
-        *(pl.when(bare_entry).then(pl.lit(None, pl.String)).otherwise(pl.col(c)).alias(c) for c in ("n1", "n2", "role1", "role2")),
-    )
-    n1 = pl.col("n1").cast(pl.Int64, strict=False)
-    n2 = pl.col("n2").cast(pl.Int64, strict=False)
-    pfx_rank = pl.coalesce(
-        pl.when(n2.is_not_null() & global2).then(n2),
-        pl.when(n1.is_not_null() & global1).then(n1),
-        pl.col("mpi_rank").cast(pl.Int64, strict=False),
-    )
-    pfx_local = pl.coalesce(
-        pl.when(n1.is_not_null() & ~global1).then(n1),
-        pl.when(n2.is_not_null() & ~global2).then(n2),
-    )
     message = pl.col("_rest").str.slice(pl.col("pfx").str.len_chars()).str.strip_chars_end()
     # the excepthook's "[rank0]: " adds one space of its own ("[rank0]:   File" is "  File")
     hook = ((pl.col("role1") == "rank") | (pl.col("role2") == "rank")) & message.str.starts_with(" ")
+    unprefixed = pl.col("role1").is_null() & pl.col("n1").is_null() & pl.col("role2").is_null() & pl.col("n2").is_null()
     return frame.with_columns(
         pl.when(hook).then(message.str.slice(1)).otherwise(message).alias("message"),
         pfx_rank.alias("pfx_rank"),
         pfx_local.alias("pfx_local"),
         # interleaved consoles: a "stream" is one prefix's lines inside one file
-        pl.concat_str(
-            [pl.col("file"), pl.col("role1").fill_null(""), pl.col("n1").fill_null(""), pl.col("n2").fill_null("")],
-            separator="|",
+        pl.when(unprefixed).then(pl.col("file")).otherwise(
+            pl.concat_str(
+                [pl.col("file"), pl.col("role1").fill_null(""), pl.col("n1").fill_null(""), pl.col("n2").fill_null("")],
+                separator="|",
+            )
         ).alias("stream"),
     ).drop("_rest", "pfx", "mpi_rank", "role1", "n1", "role2", "n2", "raw")
+
+
+def _drop_chatter(frame: pl.DataFrame, keep: str | None) -> pl.DataFrame:
+    """Drop the lines :func:`_keep_rows` would drop whatever their fields turn out to be.
+
+    A line survives when it matches :data:`patterns.KEPT_SUPERSET` or ``keep``, carries a
+    redrawn progress bar, or belongs to a file with a record in it (record continuation lines
+    look like anything). ``_gap`` counts the dropped lines before each line of its stream, so
+    that "the previous line repeats this step" still sees a dropped line in between.
+    """
+    pattern = P.KEPT_SUPERSET if keep is None else f"{P.KEPT_SUPERSET}|{keep}"
+    candidate = pl.col("message").str.contains(pattern) | pl.col("redraw_bar").is_not_null() | pl.col("_has_rec")
+    frame = frame.with_columns(candidate.alias("_candidate"))
+    frame = frame.with_columns((~pl.col("_candidate")).cast(pl.UInt32).cum_sum().over("stream").alias("_gap"))
+    return frame.filter(pl.col("_candidate")).drop("_candidate")
 
 
 def _timestamps_and_levels(frame: pl.DataFrame) -> pl.DataFrame:
     head = pl.col("message").str.slice(0, _HEAD)
     # One capture-free search finds the stamp; each shape is then parsed by strptime, which
     # is far cheaper than one regex with two dozen capture groups.
-    frame = frame.with_columns(
-        head.str.extract(P.DATED_TIMESTAMP, 1).alias("_dated"), head.str.extract(P.GLOG_TIMESTAMP, 1).alias("_glog")
+    frame = frame.with_columns(head.alias("_head")).with_columns(
+        pl.col("_head").str.extract(P.DATED_TIMESTAMP, 1).alias("_dated"),
+        pl.col("_head").str.extract(P.GLOG_TIMESTAMP, 1).alias("_glog"),
     )
     dated, glog = pl.col("_dated"), pl.col("_glog")
     iso = dated.str.replace_many(["T", "_", ","], [" ", " ", "."]).str.strptime(
@@ -120,7 +167,7 @@ def _timestamps_and_levels(frame: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce(pl.col("_glog_ts"), iso, cann, us).alias("ts"),
         pl.col("_glog_ts").is_not_null().alias("_no_year"),
     ).drop("_dated", "_glog", "_glog_ts")
-    lv = head.str.extract_groups(P.LEVEL)
+    lv = pl.col("_head").str.extract_groups(P.LEVEL)
     frame = frame.with_columns(lv.alias("_l")).unnest("_l")
     word = pl.col("word").str.to_uppercase()
     level = (
@@ -128,14 +175,18 @@ def _timestamps_and_levels(frame: pl.DataFrame) -> pl.DataFrame:
         .then(pl.col("glog").replace_strict({"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL", "C": "CRITICAL"}, default=None))
         .otherwise(word.replace({"WARN": "WARNING", "FATAL": "CRITICAL"}))
     )
-    return frame.with_columns(level.alias("level")).drop("glog", "word")
+    return frame.with_columns(level.alias("level")).drop("glog", "word", "_head")
 
 
 def _progress(frame: pl.DataFrame) -> pl.DataFrame:
     """Step and total steps from every progress format, one simple pattern per format."""
     msg = pl.col("message")
-    found = [msg.str.extract_groups(pattern) for pattern in P.PROGRESS_FORMATS]
-    bar_text = pl.coalesce(pl.when(msg.str.contains(P.TQDM)).then(msg), pl.col("redraw_bar"))
+    frame = frame.with_columns(pl.when(msg.str.contains(P.PROGRESS_ANY)).then(msg).alias("_p"))
+    found = [pl.col("_p").str.extract_groups(pattern) for pattern in P.PROGRESS_FORMATS]
+    bar_in_message = pl.col("_p").str.contains(P.TQDM).fill_null(False)
+    bar_text = pl.when(bar_in_message).then(msg).otherwise(pl.col("redraw_bar"))
+    frame = frame.with_columns(bar_text.alias("_bar_text"))
+    bar_text = pl.col("_bar_text")
     bar = bar_text.str.extract_groups(P.TQDM)
     # nested bars (evaluation inside training) are drawn one line up, with ESC[A
     train_bar = (
@@ -157,71 +208,73 @@ def _progress(frame: pl.DataFrame) -> pl.DataFrame:
     )
     return frame.with_columns(
         step.cast(pl.Int64, strict=False).alias("step"), total.cast(pl.Int64, strict=False).alias("max_steps")
-    ).drop("redraw_bar", strict=False)
+    ).drop("redraw_bar", "_p", "_bar_text")
 
 
-def _number(col: str) -> pl.Expr:
-    return pl.col(col).str.to_lowercase().cast(pl.Float64, strict=False)
+# struct column -> the extractor run on the hinted rows
+_EXTRACTORS: dict[str, str] = {
+    "_loss": P.LOSS, "_gn": P.GRAD_NORM, "_lr": P.LR, "_exc": P.EXC_TYPE, "_ec": P.ERROR_CODE, "_ex": P.EXIT,
+    "_pid": P.PID, "_nh": P.NCCL_HEADER, "_w": P.WORK, "_ps": P.PG_STATUS, "_pg": P.PG, "_nr": P.NCCL_RANK,
+    "_self": P.LINE_RANK,
+}
 
 
 def _fields(frame: pl.DataFrame) -> pl.DataFrame:
     """Extract error and collective fields on the rows that can carry them."""
-    frame = frame.with_row_index("_row")
-    hinted = frame.filter(pl.col("message").str.contains_any(list(P.FIELD_HINTS)))
     msg = pl.col("message")
-    hinted = hinted.with_columns(
-        msg.str.extract_groups(P.LOSS).struct.field("loss").alias("_loss"),
-        msg.str.extract_groups(P.GRAD_NORM).struct.field("gn").alias("_gn"),
-        msg.str.extract_groups(P.LR).struct.field("lr").alias("_lr"),
-        msg.str.extract_groups(P.EXC_TYPE).struct.field("exc").alias("exc_type"),
-        msg.str.extract_groups(P.ERROR_CODE).alias("_ec"),
-        msg.str.extract_groups(P.EXIT).alias("_ex"),
-        msg.str.extract_groups(P.PID).alias("_pid"),
-        msg.str.extract_groups(P.NCCL_HEADER).alias("_nh"),
-        msg.str.extract_groups(P.WORK).alias("_w"),
-        msg.str.extract_groups(P.PG_STATUS).alias("_ps"),
-        msg.str.extract_groups(P.PG).alias("_pg"),
-        msg.str.extract_groups(P.NCCL_RANK).struct.field("rank").alias("_nccl_rank"),
-        msg.str.extract_groups(P.LINE_RANK).alias("_self"),
-    ).unnest("_ec", "_ex", "_pid", "_nh", "_w", "_ps", "_pg")
-    as_int = lambda *names: pl.coalesce([pl.col(n) for n in names]).cast(pl.Int64, strict=False)  # noqa: E731
+    frame = frame.with_row_index("_row").with_columns(pl.when(msg.str.contains(P.FIELD_HINTS_RE)).then(msg).alias("_hinted"))
+    frame = frame.with_columns(pl.col("_hinted").str.extract_groups(p).alias(name) for name, p in _EXTRACTORS.items())
+
+    def f(struct: str, name: str) -> pl.Expr:
+        return pl.col(struct).struct.field(name)
+
+    def as_int(struct: str, *names: str) -> pl.Expr:
+        return pl.coalesce([f(struct, n) for n in names]).cast(pl.Int64, strict=False)
+
     pg_name = pl.coalesce(
-        pl.concat_str([pl.col("pg_id"), pl.lit("("), pl.col("pg_desc"), pl.lit(")")]),
-        pl.concat_str([pl.col("pg"), pl.lit("("), pl.col("pg_desc2"), pl.lit(")")]),
-        pl.col("pg"),
+        pl.concat_str([f("_pg", "pg_id"), pl.lit("("), f("_pg", "pg_desc"), pl.lit(")")]),
+        pl.concat_str([f("_pg", "pg"), pl.lit("("), f("_pg", "pg_desc2"), pl.lit(")")]),
+        f("_pg", "pg"),
     )
-    signum_name = pl.when(pl.col("death").is_not_null()).then(pl.lit("received ") + pl.col("death"))
-    hinted = hinted.select(
-        "_row",
-        _number("_loss").alias("loss"),
-        _number("_gn").alias("grad_norm"),
-        _number("_lr").alias("lr"),
-        "exc_type",
-        pl.coalesce("err", "ei", "ei2", "nccl").alias("error_code"),
-        as_int("cfe_code", "agent_code").alias("exit_code"),
-        pl.coalesce(pl.col("cfe_sig"), pl.col("sig_name"), pl.col("term_sig"), signum_name).alias("signal"),
-        as_int("cfe_pid", "agent_pid", "sig_pid", "term_pid", "npu_pid", "cann_pid", "plog_pid", "plog_pid2", "pid").alias("pid"),
-        pl.col("host"),
+    signum_name = pl.when(f("_ex", "death").is_not_null()).then(pl.lit("received ") + f("_ex", "death"))
+    pid = pl.coalesce(
+        f("_ex", "cfe_pid"), f("_ex", "agent_pid"), f("_ex", "sig_pid"), f("_ex", "term_pid"),
+        *(f("_pid", n) for n in ("npu_pid", "cann_pid", "plog_pid", "plog_pid2")), f("_nh", "pid"),
+    )
+    return frame.with_columns(
+        _number_of(f("_loss", "loss")).alias("loss"),
+        _number_of(f("_gn", "gn")).alias("grad_norm"),
+        _number_of(f("_lr", "lr")).alias("lr"),
+        f("_exc", "exc").alias("exc_type"),
+        pl.coalesce(f("_ec", "err"), f("_ec", "ei"), f("_ec", "ei2"), f("_ec", "nccl")).alias("error_code"),
+        as_int("_ex", "cfe_code", "agent_code").alias("exit_code"),
+        pl.coalesce(f("_ex", "cfe_sig"), f("_ex", "sig_name"), f("_ex", "term_sig"), signum_name).alias("signal"),
+        pid.cast(pl.Int64, strict=False).alias("pid"),
+        f("_nh", "host").alias("host"),
         pg_name.alias("pg"),
-        as_int("seq", "ps_seq").alias("seq"),
-        pl.col("op").alias("op_type"),
-        as_int("numel").alias("numel"),
-        as_int("tmo").alias("timeout_ms"),
-        as_int("ran").alias("ran_ms"),
-        as_int("enq", "enq2").alias("last_enqueued"),
-        as_int("done", "done2").alias("last_completed"),
-        pl.col("npu_rank").cast(pl.Int64, strict=False).alias("_npu_rank"),
-        pl.col("_nccl_rank").cast(pl.Int64, strict=False),
-        pl.coalesce(pl.col("_self").struct.field(f) for f in ("rank", "swift", "of")).cast(pl.Int64, strict=False).alias("_line_rank"),
-        pl.col("agent_lr").cast(pl.Int64, strict=False).alias("_agent_lr"),
-    )
-    return frame.join(hinted, on="_row", how="left").sort("_row")
+        pl.coalesce(f("_w", "seq"), f("_ps", "ps_seq")).cast(pl.Int64, strict=False).alias("seq"),
+        f("_w", "op").alias("op_type"),
+        as_int("_w", "numel").alias("numel"),
+        as_int("_w", "tmo").alias("timeout_ms"),
+        as_int("_w", "ran").alias("ran_ms"),
+        pl.coalesce(f("_ps", "enq"), f("_ps", "enq2")).cast(pl.Int64, strict=False).alias("last_enqueued"),
+        pl.coalesce(f("_ps", "done"), f("_ps", "done2")).cast(pl.Int64, strict=False).alias("last_completed"),
+        f("_pid", "npu_rank").cast(pl.Int64, strict=False).alias("_npu_rank"),
+        f("_nr", "rank").cast(pl.Int64, strict=False).alias("_nccl_rank"),
+        pl.coalesce(f("_self", n) for n in ("rank", "swift", "of")).cast(pl.Int64, strict=False).alias("_line_rank"),
+        f("_ex", "agent_lr").cast(pl.Int64, strict=False).alias("_agent_lr"),
+    ).drop("_hinted", *_EXTRACTORS)
+
+
+def _number_of(text: pl.Expr) -> pl.Expr:
+    return text.str.to_lowercase().cast(pl.Float64, strict=False)
 
 
 def _kinds(frame: pl.DataFrame) -> pl.DataFrame:
     msg = pl.col("message")
     level = pl.col("level")
-    is_error = (msg.str.contains_any(list(P.ERROR_HINTS)) & msg.str.contains(P.ERROR_LINE)) | level.is_in(["ERROR", "CRITICAL"])
+    error_line = pl.when(msg.str.contains(P.ERROR_HINTS_RE)).then(msg).str.contains(P.ERROR_LINE).fill_null(False)
+    is_error = error_line | level.is_in(["ERROR", "CRITICAL"])
     is_warning = level == "WARNING"
     kind = (
         pl.when(is_error).then(pl.lit("error"))
@@ -238,14 +291,29 @@ def _kinds(frame: pl.DataFrame) -> pl.DataFrame:
 def _records(frame: pl.DataFrame) -> pl.DataFrame:
     """Give the lines of one multi-line record (traceback, C++ abort, CANN EI block,
     ChildFailedError summary) a shared id, per stream so interleaved ranks stay apart."""
+    frame = frame.with_columns(pl.lit(None, pl.Int64).alias("_rec_row"), pl.lit(None, pl.String).alias("_rec_kind"))
+    if not frame.get_column("_has_rec").any():
+        return frame.drop("_has_rec")
     starts = "|".join(f"(?:{p})" for p in P.RECORD_STARTS.values())
-    has_start = pl.col("message").str.contains_any(list(P.RECORD_HINTS)) & pl.col("message").str.contains(starts)
-    frame = frame.with_columns(has_start.any().over("file").alias("_has_rec"))
-    plain = frame.filter(~pl.col("_has_rec")).with_columns(
-        pl.lit(None, pl.Int64).alias("_rec_row"), pl.lit(None, pl.String).alias("_rec_kind")
-    )
-    with_records = _record_ids(frame.filter(pl.col("_has_rec")))
-    return pl.concat([plain, with_records], how="vertical_relaxed").sort("_row").drop("_has_rec")
+    has_start = pl.col("message").str.contains(P.RECORD_HINTS_RE) & pl.col("message").str.contains(starts)
+    files = frame.filter(pl.col("_has_rec")).group_by("file").agg(has_start.any().alias("_start"))
+    with_records = files.filter(pl.col("_start")).get_column("file")
+    subset = frame.filter(pl.col("file").is_in(with_records.implode()))
+    if subset.is_empty():
+        return frame.drop("_has_rec")
+    ids = _record_ids(subset.select("_row", "stream", "message"))
+    return _scatter(frame, ids, {"_rec_row": pl.Int64, "_rec_kind": pl.String}).drop("_has_rec")
+
+
+def _scatter(frame: pl.DataFrame, values: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:
+    """Write ``values``' columns into ``frame`` at the rows ``values["_row"]`` names (``_row`` is
+    ``frame``'s row index); the other rows keep what they had. No join, no re-sort."""
+    rows = values.get_column("_row")
+    out = []
+    for name, dtype in columns.items():
+        column = frame.get_column(name).cast(dtype).clone()
+        out.append(column.scatter(rows, values.get_column(name).cast(dtype)))
+    return frame.with_columns(out)
 
 
 def _record_ids(frame: pl.DataFrame) -> pl.DataFrame:
@@ -262,24 +330,24 @@ def _record_ids(frame: pl.DataFrame) -> pl.DataFrame:
         rid = pl.when(started).then(pl.col("_row").min().over(["stream", run]))
         record = pl.coalesce(record, rid)
         kind_of = pl.coalesce(kind_of, pl.when(started).then(pl.lit(name)))
-    frame = frame.with_columns(record.alias("_rec_row"), kind_of.alias("_rec_kind"))
+    frame = frame.with_columns(record.cast(pl.Int64).alias("_rec_row"), kind_of.alias("_rec_kind"))
     # a record is identified by its first row; blank trailing lines do not extend it
     return frame.with_columns(
         pl.when(pl.col("message").str.len_bytes() > 0).then(pl.col("_rec_row")).alias("_rec_row")
-    )
+    ).select("_row", "_rec_row", "_rec_kind")
 
 
 def _child_failed_entries(frame: pl.DataFrame) -> pl.DataFrame:
     """Attach host, rank, local rank and time of each ChildFailedError entry to its exitcode line."""
-    in_cfe = pl.col("_rec_kind") == "cfe"
-    cfe = frame.filter(in_cfe)
+    out = frame.with_columns(
+        pl.lit(None, pl.String).alias("_cfe_host"),
+        pl.lit(None, pl.Int64).alias("_cfe_rank"),
+        pl.lit(None, pl.Int64).alias("_cfe_lr"),
+        pl.lit(None, pl.Datetime("us")).alias("_cfe_time"),
+    )
+    cfe = frame.filter(pl.col("_rec_kind") == "cfe")
     if cfe.is_empty():
-        return frame.with_columns(
-            pl.lit(None, pl.String).alias("_cfe_host"),
-            pl.lit(None, pl.Int64).alias("_cfe_rank"),
-            pl.lit(None, pl.Int64).alias("_cfe_lr"),
-            pl.lit(None, pl.Datetime("us")).alias("_cfe_time"),
-        )
+        return out
     fields = pl.col("message").str.extract_groups(P.CFE_FIELD)
     entry = pl.col("message").str.contains(r"^\[\d+\]:$").cast(pl.Int64).cum_sum().over("_rec_row")
     cfe = cfe.with_columns(fields.alias("_f"), entry.alias("_entry")).unnest("_f")
@@ -292,4 +360,34 @@ def _child_failed_entries(frame: pl.DataFrame) -> pl.DataFrame:
         pl.col("cfe_time").str.strptime(pl.Datetime("us"), "%Y-%m-%d_%H:%M:%S", strict=False)
         .forward_fill().over(keys).alias("_cfe_time"),
     )
-    return frame.join(cfe, on="_row", how="left").sort("_row")
+    return _scatter(
+        out, cfe, {"_cfe_host": pl.String, "_cfe_rank": pl.Int64, "_cfe_lr": pl.Int64, "_cfe_time": pl.Datetime("us")}
+    )
+
+
+def _keep_rows(frame: pl.DataFrame, keep: str | None) -> pl.DataFrame:
+    """The notable rows: errors, warnings, lifecycle, progress, collectives, records, lines
+    that name a setting or a failure word (``NOTABLE_INFO``) and lines matching ``keep``."""
+    msg = pl.col("message")
+    plain = (pl.col("kind") == "info") & pl.col("step").is_null() & pl.col("_rec_row").is_null()
+    chatter = pl.when(plain).then(msg)
+    notable = ~plain | chatter.str.contains(P.NOTABLE_INFO).fill_null(False)
+    if keep:
+        notable = notable | chatter.str.contains(keep).fill_null(False)
+    # Several progress lines per step (a tqdm redraw, a log_dist line, a metrics dict) say the
+    # same step; keep the first of each and every one that carries a metric. A line dropped as
+    # chatter in between (``_gap`` grew) breaks the run, as it did before it was dropped.
+    same_step = pl.col("step") == pl.col("step").shift(1).over("stream", "_line_rank")
+    if "_gap" in frame.columns:
+        same_step = same_step & (
+            pl.col("_line_rank").is_not_null() | (pl.col("_gap") == pl.col("_gap").shift(1).over("stream", "_line_rank"))
+        )
+    repeated_step = (
+        (pl.col("kind") == "progress")
+        & pl.col("loss").is_null() & pl.col("grad_norm").is_null() & pl.col("lr").is_null()
+        & same_step
+    )
+    kept = frame.filter(notable & ~repeated_step.fill_null(False)).drop("_gap", strict=False)
+    # A filtered message column still points into the whole batch's text buffers; copying the
+    # kept messages lets those buffers go, so memory follows what is kept, not what was read.
+    return kept.with_columns(pl.col("message") + "")
