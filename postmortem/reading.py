@@ -189,14 +189,20 @@ def split_lines(texts: pl.DataFrame) -> pl.DataFrame:
     )
     if not has_cr:  # the common case: no redraws, nothing to collapse
         return frame.with_columns(pl.col("raw").str.slice(0, MAX_LINE_CHARS), pl.lit(None, pl.String).alias("redraw_bar"))
-    # list operations on the redrawn lines only: the others are null here
-    segments = pl.when(pl.col("raw").str.contains("\r", literal=True)).then(pl.col("raw")).str.split("\r")
-    shown = segments.list.eval(pl.element().filter(pl.element().str.strip_chars().str.len_bytes() > 0))
-    bar = shown.list.eval(pl.element().filter(pl.element().str.contains(_BAR))).list.last()
-    return frame.with_columns(
-        pl.when(segments.is_null()).then(pl.col("raw")).otherwise(shown.list.last().fill_null("")).str.slice(0, MAX_LINE_CHARS),
-        bar.str.slice(0, 400).alias("redraw_bar"),
+    # What a person saw of a redrawn line is its last segment with text in it (trailing blanks
+    # go: the message is stripped at its end anyway). Work on the redrawn lines only: the others
+    # are null in these columns, which the string kernels skip.
+    redrawn = pl.when(pl.col("raw").str.contains("\r", literal=True)).then(pl.col("raw"))
+    frame = frame.with_columns(redrawn.alias("_redrawn")).with_columns(
+        pl.col("_redrawn").str.strip_chars_end().str.split("\r").list.last().alias("_shown")
     )
+    # the bar hidden behind a later segment: only where what is shown is not the bar itself
+    hidden_bar = pl.col("_redrawn").str.contains(_BAR) & ~pl.col("_shown").str.contains(_BAR)
+    segments = pl.when(hidden_bar).then(pl.col("_redrawn")).str.split("\r")
+    bar = segments.list.eval(pl.element().filter(pl.element().str.contains(_BAR))).list.last()
+    return frame.with_columns(
+        pl.coalesce("_shown", "raw").str.slice(0, MAX_LINE_CHARS).alias("raw"), bar.str.slice(0, 400).alias("redraw_bar")
+    ).drop("_redrawn", "_shown")
 
 
 _BAR = r"\|\s*\d+/\d+ \["

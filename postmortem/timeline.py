@@ -33,8 +33,6 @@ _NODE_DIR = re.compile(
     r"^(?:node|host|worker|master|server|machine|gpu|npu|ip)[\w.-]*$|^[A-Za-z][\w-]*?\d+$|^\d+\.\d+\.\d+\.\d+$",
     re.IGNORECASE,
 )
-_NODE_RANK_ARG = r"--node[_-]rank[= ](\d+)"
-_NPROC_ARG = r"--nproc[_-]per[_-]node[= ](\d+)"
 _PLOG_PID = re.compile(r"(?:plog|device)-(\d+)_\d+\.log")
 
 
@@ -104,12 +102,13 @@ def build_timeline(
             while sum(not f.done() for f in pending) >= PARSE_THREADS:
                 next(f for f in pending if not f.done()).result()
         frames = [f for f in (p.result() for p in pending) if f is not None]
+        pending.clear()
     inventory.skipped[:] = sorted(skipped, key=lambda s: s.rel)
     parsed_files = {f.rel for f in inventory.files} - {s.rel for s in skipped}
     inventory.files[:] = [f for f in inventory.files if f.rel in parsed_files]
     if not frames:
         return Timeline(conform(pl.DataFrame()), inventory, notes)
-    frame, clock_note = align_trace_clock(_finish(pl.concat(frames, how="diagonal_relaxed"), inventory))
+    frame, clock_note = align_trace_clock(_finish(frames, inventory))
     if clock_note:
         notes.append(Skipped("(flight recorder dumps)", clock_note))
     return Timeline(frame, inventory, notes)
@@ -146,7 +145,8 @@ def _text_batch(reads: list[_Read], path_facts: dict[str, dict[str, object]]) ->
 
 _TEXT_BATCH_SCHEMA: dict[str, pl.DataType] = {
     "file": pl.String(), "family": pl.String(), "text": pl.String(), "path_rank": pl.Int64(),
-    "path_local_rank": pl.Int64(), "path_node": pl.String(), "path_node_rank": pl.Int64(),
+    "path_local_rank": pl.Int64(), "path_node": pl.String(), "path_node_rank": pl.Int64(), "path_pid": pl.Int64(),
+    "_fid": pl.Int64(),
 }
 
 
@@ -162,7 +162,7 @@ def timeline_from_text(text: str, file: str = "console.log") -> pl.DataFrame:
     texts = _text_batch([read], facts)
     frame = _tag(read.rows, job_file, facts[file]) if texts is None else parse_files(texts)
     inventory = Inventory(root=Path("."), files=[job_file], skipped=[])
-    return _finish(frame, inventory)
+    return _finish([frame], inventory)
 
 
 def _tag(lines: pl.DataFrame, job_file: JobFile, facts: dict[str, object]) -> pl.DataFrame:
@@ -243,7 +243,7 @@ def _path_facts(files: list[JobFile]) -> dict[str, dict[str, object]]:
     top_dirs = {f.rel.split("/", 1)[0] for f in files if "/" in f.rel}
     node_dirs = len(top_dirs) >= 2 and all(_NODE_DIR.match(d) for d in top_dirs)
     facts: dict[str, dict[str, object]] = {}
-    for f in files:
+    for index, f in enumerate(files):
         rank = _PATH_RANK.search(f.rel)
         local = _PATH_LOCAL_RANK.search(f.rel)
         node = f.rel.split("/", 1)[0] if node_dirs and "/" in f.rel else None
@@ -257,55 +257,69 @@ def _path_facts(files: list[JobFile]) -> dict[str, dict[str, object]]:
             "path_local_rank": int(local.group(1)) if local else None,
             "path_node": node,
             "path_node_rank": node_rank,
+            "path_pid": int(plog.group(1)) if (plog := _PLOG_PID.search(f.rel)) else None,
+            # an integer key for per-file work: grouping and mapping on it is cheaper than on names
+            "_fid": index,
         }
     return facts
 
 
-def _finish(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
-    """Job-level passes: years, inherited times, ranks, nodes; then the timeline schema."""
+def _finish(parts: list[pl.DataFrame], inventory: Inventory) -> pl.DataFrame:
+    """Job-level passes over the batches' rows: years, inherited times, ranks, nodes; then the
+    timeline schema. ``parts`` is emptied, so that columns replaced here are freed here."""
+    frame = _concat_columnwise(parts)
     for col, dtype in (
-        ("stream", pl.String), ("pfx_rank", pl.Int64), ("pfx_local", pl.Int64), ("srun", pl.Int64),
+        ("stream", pl.UInt64), ("pfx_rank", pl.Int64), ("pfx_local", pl.Int64), ("srun", pl.Int64),
         ("_no_year", pl.Boolean), ("_npu_rank", pl.Int64), ("_nccl_rank", pl.Int64), ("_agent_lr", pl.Int64),
         ("_cfe_rank", pl.Int64), ("_cfe_lr", pl.Int64), ("_cfe_host", pl.String), ("_cfe_time", pl.Datetime("us")),
-        ("_k8s_time", pl.Datetime("us")),
+        ("_k8s_time", pl.Datetime("us")), ("_arg_node_rank", pl.Int64), ("_arg_nproc", pl.Int64),
         ("_line_rank", pl.Int64), ("_rec_row", pl.Int64), ("ts", pl.Datetime("us")), ("level", pl.String), ("host", pl.String),
         ("pid", pl.Int64), ("step", pl.Int64),
     ):
         if col not in frame.columns:
             frame = frame.with_columns(pl.lit(None, dtype=dtype).alias(col))
-    frame = frame.with_columns(pl.col("stream").fill_null(pl.col("file")))
+    frame = frame.with_columns(pl.col("stream").fill_null(pl.col("_fid").cast(pl.UInt64)))
     frame = _fill_times(frame, inventory)
-    # Rank attribution joins small per-file and per-node tables; it runs on a narrow copy so the
-    # joins never copy the message text, and its result columns are attached back in row order.
-    narrow = frame.select(
-        *[c for c in _ATTRIBUTION_INPUTS if c in frame.columns],
-        pl.col("message").str.extract(_NODE_RANK_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_node_rank"),
-        pl.col("message").str.extract(_NPROC_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_nproc"),
-        pl.col("message").str.slice(0, 24).hash().alias("_head"),
-    ).with_row_index("_idx")
-    attributed = _attribute_ranks(narrow).sort("_idx")
-    frame = frame.drop([c for c in _ATTRIBUTION_OUTPUTS if c in frame.columns]).hstack(
-        attributed.select(_ATTRIBUTION_OUTPUTS)
-    )
+    # lookups through small per-file, per-node and per-pid tables, never joins: the frame keeps
+    # its row order and no column is copied
+    # (an eager drop would realign every column's chunks, a copy of the whole frame: only when needed)
+    if stale := [c for c in _ATTRIBUTION_OUTPUTS if c in frame.columns]:
+        frame = frame.drop(stale)
+    frame = _attribute_ranks(frame)
     # record ids, unique over the job: number the (file, first row) pairs of the few record rows
-    files = {name: i for i, name in enumerate(frame.get_column("file").unique(maintain_order=True).to_list())}
-    key = pl.col("file").replace_strict(files, return_dtype=pl.Int64) * (1 << 32) + pl.col("_rec_row")
-    keys = frame.filter(pl.col("_rec_row").is_not_null()).select(key.alias("k")).unique(maintain_order=True)
+    key = pl.col("_fid") * (1 << 32) + pl.col("_rec_row")
+    keys = frame.lazy().filter(pl.col("_rec_row").is_not_null()).select(key.alias("k")).unique(maintain_order=True).collect()
     numbered = {k: i for i, k in enumerate(keys.get_column("k").to_list(), start=1)}
     frame = frame.with_columns(key.replace_strict(numbered, default=None, return_dtype=pl.Int64).alias("record"))
     return conform(frame)
 
 
-_ATTRIBUTION_INPUTS = (
-    "file", "family", "line", "stream", "pfx_rank", "pfx_local", "srun", "path_rank", "path_local_rank", "path_node",
-    "path_node_rank", "_cfe_rank", "_cfe_lr", "_cfe_host", "_agent_lr", "_npu_rank", "_nccl_rank", "_line_rank", "host",
-    "pid", "step", "kind",
-)
 _ATTRIBUTION_OUTPUTS = ["rank", "local_rank", "rank_source", "node", "node_rank"]
 
 
+def _concat_columnwise(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """``pl.concat(parts, how="diagonal_relaxed")`` in one chunk per column, emptying ``parts``.
+
+    Eager polars realigns a frame whose columns are chunked differently (as soon as one column
+    is computed over a window) by copying every column. Copying here instead, one column at a
+    time while each batch's copy of that column is released, keeps the peak near one frame.
+    """
+    schema = pl.concat([p.clear() for p in parts], how="diagonal_relaxed").schema
+    heights = [p.height for p in parts]
+    columns = []
+    for name, dtype in schema.items():
+        pieces = [
+            p.drop_in_place(name).cast(dtype) if name in p.columns else pl.repeat(None, h, dtype=dtype, eager=True)
+            for p, h in zip(parts, heights, strict=True)
+        ]
+        columns.append(pl.concat(pieces, rechunk=True).alias(name))
+    parts.clear()
+    return pl.DataFrame(columns)
+
+
 def _fill_times(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
-    years = frame.filter(~pl.col("_no_year") & pl.col("ts").is_not_null()).select(pl.col("ts").dt.year())
+    # (lazy filters: only the columns named are read, not a filtered copy of the whole frame)
+    years = frame.lazy().filter(~pl.col("_no_year") & pl.col("ts").is_not_null()).select(pl.col("ts").dt.year()).collect()
     ref_year = int(years.to_series().mode().sort()[-1]) if years.height else _mtime_year(inventory)
     # kubectl --timestamps is the kubelet's receive time (UTC): used only when the line has no time of its own
     ts = pl.coalesce(pl.col("ts"), pl.col("_cfe_time"), pl.col("_k8s_time"))
@@ -314,7 +328,7 @@ def _fill_times(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
     inferred = pl.col("ts").is_null()
     filled = pl.coalesce(
         pl.col("ts").forward_fill().over("stream", order_by="line"),
-        pl.col("ts").forward_fill().over("file", order_by="line"),
+        pl.col("ts").forward_fill().over("_fid", order_by="line"),
     )
     return frame.with_columns(filled.alias("ts"), (inferred & filled.is_not_null()).alias("ts_inferred"))
 
@@ -342,18 +356,22 @@ def _attribute_ranks(frame: pl.DataFrame) -> pl.DataFrame:
     )
     # A per-process file (trainer log, plog) whose lines name one rank only belongs to that rank.
     # Consoles never do: they interleave processes, and ChildFailedError rows describe others.
-    has_prefix = (pl.col("pfx_rank").is_not_null() | pl.col("pfx_local").is_not_null()).any().over("file")
+    frame = frame.with_columns(
+        (pl.col("pfx_rank").is_not_null() | pl.col("pfx_local").is_not_null()).any().over("_fid").alias("_has_prefix")
+    )
+    has_prefix = pl.col("_has_prefix")
     file_rank = (
-        frame.filter(
+        frame.lazy().filter(
             pl.col("_self_rank").is_not_null()
             & ~has_prefix
             & pl.col("family").is_in(["trainer_log", "ascend_plog", "nccl_debug", "generic", "torchrun_logdir"])
         )
-        .group_by("file")
+        .group_by("_fid")
         .agg(pl.col("_self_rank").n_unique().alias("_n"), pl.col("_self_rank").first().alias("_file_rank"))
         .filter(pl.col("_n") == 1)
+        .collect()
     )
-    frame = frame.with_columns(_lookup("file", file_rank, "_file_rank", pl.Int64))
+    frame = frame.with_columns(_lookup("_fid", file_rank, "_file_rank", pl.Int64))
     # an srun label is the global rank when it is the only rank marker; with torchrun inside
     # srun (rank prefixes present) it is the node index instead
     srun_is_rank = (pl.col("family") == "slurm") & ~has_prefix
@@ -370,13 +388,21 @@ def _attribute_ranks(frame: pl.DataFrame) -> pl.DataFrame:
     )
     # A trainer log that names no rank at all is the main process's (HF/ms-swift/hydra write
     # their log and logging.jsonl from local rank 0 only); say so with rank_source "inferred".
-    rankless = pl.col("rank").is_null().all().over("file") & pl.col("local_rank").is_null().all().over("file")
+    ranked = pl.col("rank").is_not_null() | pl.col("local_rank").is_not_null()
+    ranked_files = frame.lazy().filter(ranked).select(pl.col("_fid").unique()).collect().to_series()
+    rankless = ~pl.col("_fid").is_in(ranked_files.implode())
     # Likewise progress printed once per step by a process nobody names comes from the main
     # process (HF/ms-swift/DeepSpeed print progress on rank 0 only); when every rank prints its
     # own unprefixed progress, each step repeats and nothing is attributed.
     unranked_progress = pl.col("rank").is_null() & pl.col("local_rank").is_null() & pl.col("step").is_not_null()
-    repeats = pl.when(unranked_progress).then(pl.len().over("file", "step", "_head")).median().over("file")
-    main_process = unranked_progress & (repeats <= 1)
+    repeats = (
+        frame.lazy().filter(unranked_progress)
+        .select("_fid", pl.len().over("_fid", "step", pl.col("message").str.slice(0, 24)).alias("_n"))
+        .group_by("_fid")
+        .agg(pl.col("_n").median().alias("_repeats"))
+        .collect()
+    )
+    main_process = unranked_progress & (_lookup("_fid", repeats, "_repeats", pl.Float64) <= 1)
     frame = frame.with_columns(
         pl.when(((pl.col("family") == "trainer_log") & rankless) | main_process)
         .then(pl.lit(0, pl.Int64))
@@ -396,13 +422,14 @@ def _nodes(frame: pl.DataFrame) -> pl.DataFrame:
     """Node name, node rank and processes per node."""
     # a file's node: its path, else the host its agent/NCCL lines name most often
     hosts = (
-        frame.filter(pl.col("path_node").is_null())
+        frame.lazy().filter(pl.col("path_node").is_null())
         .with_columns(pl.coalesce("_cfe_host", "host").alias("_h"))
         .filter(pl.col("_h").is_not_null())
-        .group_by("file")
+        .group_by("_fid")
         .agg(pl.col("_h").mode().sort().first().alias("_file_host"))
+        .collect()
     )
-    frame = frame.with_columns(pl.coalesce(pl.col("path_node"), _lookup("file", hosts, "_file_host", pl.String)).alias("node"))
+    frame = frame.with_columns(pl.coalesce(pl.col("path_node"), _lookup("_fid", hosts, "_file_host", pl.String)).alias("node"))
     nodes = frame.select(pl.col("node").drop_nulls().unique()).to_series().to_list()
     if len(nodes) == 1:
         frame = frame.with_columns(pl.col("node").fill_null(nodes[0]))
@@ -444,23 +471,21 @@ def _nodes(frame: pl.DataFrame) -> pl.DataFrame:
 def _ranks_from_pids(frame: pl.DataFrame) -> pl.DataFrame:
     """Rows that know only their process id (py-spy dumps, plogs) take the rank of that pid."""
     known = (
-        frame.filter(pl.col("pid").is_not_null() & pl.col("rank").is_not_null() & (pl.col("rank_source") != "inferred"))
+        frame.lazy().filter(pl.col("pid").is_not_null() & pl.col("rank").is_not_null() & (pl.col("rank_source") != "inferred"))
         .group_by("pid")
         .agg(pl.col("rank").n_unique().alias("_n"), pl.col("rank").first().alias("_pid_rank"))
         .filter(pl.col("_n") == 1)
+        .collect()
     )
     # a whole file speaks for one process when it names exactly one pid (py-spy dump of one rank)
     file_pid = (
-        frame.filter(pl.col("pid").is_not_null())
-        .group_by("file")
+        frame.lazy().filter(pl.col("pid").is_not_null())
+        .group_by("_fid")
         .agg(pl.col("pid").n_unique().alias("_n"), pl.col("pid").first().alias("_file_pid"))
         .filter(pl.col("_n") == 1)
+        .collect()
     )
-    any_pid = pl.coalesce(
-        pl.col("pid"),
-        _lookup("file", file_pid, "_file_pid", pl.Int64),
-        pl.col("file").str.extract(_PLOG_PID.pattern, 1).cast(pl.Int64, strict=False),
-    )
+    any_pid = pl.coalesce(pl.col("pid"), _lookup("_fid", file_pid, "_file_pid", pl.Int64), pl.col("path_pid"))
     frame = frame.with_columns(_lookup("pid", known, "_pid_rank", pl.Int64, key_expr=any_pid))
     by_pid = pl.col("rank").is_null() & pl.col("_pid_rank").is_not_null()
     return frame.with_columns(

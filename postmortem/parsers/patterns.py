@@ -85,6 +85,9 @@ LINE_RANK = (
     r"^\[[Rr]ank[ _]?(?P<rank>\d+)\][ :]|\brank: (?P<swift>\d+), local_rank: \d+, world_size: \d+"
     r"|\brank (?P<of>\d+)/\d+ local_rank \d+"
 )
+# a launcher's command line: which node this is and how many processes it starts
+NODE_RANK_ARG = r"--node[_-]rank[= ](\d+)"
+NPROC_ARG = r"--nproc[_-]per[_-]node[= ](\d+)"
 NCCL_RANK = r"ncclCommInitRank\w* comm 0x[0-9a-f]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+)"
 
 # Literal hints: only rows containing one of these go through the field extractors above.

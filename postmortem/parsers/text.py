@@ -43,19 +43,23 @@ def parse_text(lines: pl.DataFrame, *, keep: str | None = None, keep_all: bool =
     whole-file hints ``_has_pfx`` / ``_has_rec`` (absent means "maybe"). Returns timeline columns
     (see :mod:`postmortem.schema`) plus ``stream`` and ``srun`` helpers.
     """
-    for hint in ("_has_pfx", "_has_rec"):
-        if hint not in lines.columns:
-            lines = lines.with_columns(pl.lit(True).alias(hint))
+    for name, default in (("_has_pfx", True), ("_has_rec", True), ("_fid", 0)):
+        if name not in lines.columns:
+            lines = lines.with_columns(pl.lit(default).alias(name))
     frame = _strip_prefixes(lines)
     if not keep_all:
         frame = _drop_chatter(frame, keep)
-    frame = _timestamps_and_levels(frame)
-    frame = _progress(frame)
-    frame = _fields(frame)
-    frame = _kinds(frame)
+    # the per-line extraction as one lazy query: polars then shares common subexpressions and
+    # runs it in morsels on the streaming engine
+    lazy = _kinds(_fields(_progress(_timestamps_and_levels(frame.lazy()))))
+    frame = lazy.collect(engine="streaming")
     frame = _records(frame)
     frame = _child_failed_entries(frame)
-    return frame if keep_all else _keep_rows(frame, keep)
+    frame = frame if keep_all else _keep_rows(frame, keep)
+    return frame.with_columns(
+        pl.col("message").str.extract(P.NODE_RANK_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_node_rank"),
+        pl.col("message").str.extract(P.NPROC_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_nproc"),
+    ).drop("_row", "_has_pfx", "_rec_kind")
 
 
 def _strip_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
@@ -67,7 +71,7 @@ def _strip_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
             pl.lit(None, pl.Int64).alias("pfx_local"),
             pl.lit(None, pl.Int64).alias("srun"),
             pl.lit(None, pl.Datetime("us")).alias("_k8s_time"),
-            pl.col("file").alias("stream"),
+            pl.col("_fid").cast(pl.UInt64).alias("stream"),
         ).drop("raw")
     maybe = pl.col("_has_pfx")
     outer = pl.when(maybe).then(pl.col("raw")).str.extract_groups(P.OUTER_PREFIX)
@@ -115,11 +119,12 @@ def _strip_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
         pfx_rank.alias("pfx_rank"),
         pfx_local.alias("pfx_local"),
         # interleaved consoles: a "stream" is one prefix's lines inside one file
-        pl.when(unprefixed).then(pl.col("file")).otherwise(
+        # (an integer: the file's id, or a hash of the file and the prefix)
+        pl.when(unprefixed).then(pl.col("_fid").cast(pl.UInt64)).otherwise(
             pl.concat_str(
                 [pl.col("file"), pl.col("role1").fill_null(""), pl.col("n1").fill_null(""), pl.col("n2").fill_null("")],
                 separator="|",
-            )
+            ).hash()
         ).alias("stream"),
     ).drop("_rest", "pfx", "mpi_rank", "role1", "n1", "role2", "n2", "raw")
 
@@ -179,51 +184,65 @@ def _timestamps_and_levels(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _progress(frame: pl.DataFrame) -> pl.DataFrame:
-    """Step and total steps from every progress format, one simple pattern per format."""
+    """Step and total steps from every progress format, one simple pattern per format.
+
+    The first format that matches names the step, and the total comes from the first format
+    that has one; the formats after the three that always carry a total run only where none of
+    those three matched. (Eager polars does not share common subexpressions, so each struct is
+    computed once into a column.)
+    """
     msg = pl.col("message")
+    names = [f"_f{i}" for i in range(len(P.PROGRESS_FORMATS))]
+    found = [pl.col(name) for name in names]
     frame = frame.with_columns(pl.when(msg.str.contains(P.PROGRESS_ANY)).then(msg).alias("_p"))
-    found = [pl.col("_p").str.extract_groups(pattern) for pattern in P.PROGRESS_FORMATS]
-    bar_in_message = pl.col("_p").str.contains(P.TQDM).fill_null(False)
-    bar_text = pl.when(bar_in_message).then(msg).otherwise(pl.col("redraw_bar"))
-    frame = frame.with_columns(bar_text.alias("_bar_text"))
-    bar_text = pl.col("_bar_text")
-    bar = bar_text.str.extract_groups(P.TQDM)
+    frame = frame.with_columns(pl.col("_p").str.extract_groups(p).alias(n) for n, p in zip(names[:3], P.PROGRESS_FORMATS[:3], strict=True))
+    undecided = pl.coalesce(f.struct.field("step") for f in found[:3]).is_null()
+    frame = frame.with_columns(
+        pl.when(undecided).then(pl.col("_p")).alias("_p"), pl.when(undecided).then(pl.col("redraw_bar")).alias("redraw_bar")
+    )
+    frame = frame.with_columns(
+        *(pl.col("_p").str.extract_groups(p).alias(n) for n, p in zip(names[3:], P.PROGRESS_FORMATS[3:], strict=True)),
+        pl.when(pl.col("_p").str.contains(P.TQDM)).then(msg).otherwise(pl.col("redraw_bar")).alias("_bar_text"),
+    )
+    frame = frame.with_columns(pl.col("_bar_text").str.extract_groups(P.TQDM).alias("_bar"))
+    bar_text = pl.when(pl.col("_bar").struct.field("step").is_not_null()).then(pl.col("_bar_text"))
     # nested bars (evaluation inside training) are drawn one line up, with ESC[A
     train_bar = (
-        bar.struct.field("step").is_not_null()
+        pl.col("_bar").struct.field("step").is_not_null()
         & ~bar_text.str.slice(0, 40).str.contains(P.NON_TRAIN_BAR)
         & ~bar_text.str.contains("\x1b[A", literal=True)
     )
+    # "tokens per step=131,072" is a rate, not a step
     vetoed = found[4].struct.field("per").is_not_null() | found[4].struct.field("thousands").is_not_null()
-    found[4] = pl.when(vetoed).then(pl.lit(None)).otherwise(found[4])
-    step = pl.coalesce(
-        *(f.struct.field("step") for f in found[:3]),
-        pl.when(train_bar).then(bar.struct.field("step")),
-        *(f.struct.field("step") for f in found[3:]),
+    frame = frame.with_columns(
+        pl.when(vetoed).then(pl.lit(None)).otherwise(found[4]).alias(names[4]),
+        pl.when(train_bar).then(pl.col("_bar")).alias("_bar"),
     )
-    total = pl.coalesce(
-        *(f.struct.field("total") for f in found[:3]),
-        pl.when(train_bar).then(bar.struct.field("total")),
-        *(f.struct.field("total") for f in found[3:]),
-    )
+    found = [*found[:3], pl.col("_bar"), *found[3:]]
     return frame.with_columns(
-        step.cast(pl.Int64, strict=False).alias("step"), total.cast(pl.Int64, strict=False).alias("max_steps")
-    ).drop("redraw_bar", "_p", "_bar_text")
+        pl.coalesce(f.struct.field("step") for f in found).cast(pl.Int64, strict=False).alias("step"),
+        pl.coalesce(f.struct.field("total") for f in found).cast(pl.Int64, strict=False).alias("max_steps"),
+    ).drop("redraw_bar", "_p", "_bar_text", "_bar", *names)
 
 
 # struct column -> the extractor run on the hinted rows
 _EXTRACTORS: dict[str, str] = {
-    "_loss": P.LOSS, "_gn": P.GRAD_NORM, "_lr": P.LR, "_exc": P.EXC_TYPE, "_ec": P.ERROR_CODE, "_ex": P.EXIT,
-    "_pid": P.PID, "_nh": P.NCCL_HEADER, "_w": P.WORK, "_ps": P.PG_STATUS, "_pg": P.PG, "_nr": P.NCCL_RANK,
-    "_self": P.LINE_RANK,
+    "_exc": P.EXC_TYPE, "_ec": P.ERROR_CODE, "_ex": P.EXIT, "_pid": P.PID, "_nh": P.NCCL_HEADER, "_w": P.WORK,
+    "_ps": P.PG_STATUS, "_pg": P.PG, "_nr": P.NCCL_RANK, "_self": P.LINE_RANK,
 }
+# the training metrics: one group each, and a plain extract costs less than a struct of groups
+_METRICS: dict[str, str] = {"loss": P.LOSS, "grad_norm": P.GRAD_NORM, "lr": P.LR}
 
 
 def _fields(frame: pl.DataFrame) -> pl.DataFrame:
     """Extract error and collective fields on the rows that can carry them."""
     msg = pl.col("message")
-    frame = frame.with_row_index("_row").with_columns(pl.when(msg.str.contains(P.FIELD_HINTS_RE)).then(msg).alias("_hinted"))
-    frame = frame.with_columns(pl.col("_hinted").str.extract_groups(p).alias(name) for name, p in _EXTRACTORS.items())
+    hinted = pl.when(msg.str.contains(P.FIELD_HINTS_RE)).then(msg)
+    frame = frame.with_row_index("_row").with_columns(hinted.alias("_hinted"))
+    frame = frame.with_columns(
+        *(pl.col("_hinted").str.extract(p, 1).alias(name) for name, p in _METRICS.items()),
+        *(pl.col("_hinted").str.extract_groups(p).alias(name) for name, p in _EXTRACTORS.items()),
+    )
 
     def f(struct: str, name: str) -> pl.Expr:
         return pl.col(struct).struct.field(name)
@@ -242,9 +261,7 @@ def _fields(frame: pl.DataFrame) -> pl.DataFrame:
         *(f("_pid", n) for n in ("npu_pid", "cann_pid", "plog_pid", "plog_pid2")), f("_nh", "pid"),
     )
     return frame.with_columns(
-        _number_of(f("_loss", "loss")).alias("loss"),
-        _number_of(f("_gn", "gn")).alias("grad_norm"),
-        _number_of(f("_lr", "lr")).alias("lr"),
+        *(pl.col(name).str.to_lowercase().cast(pl.Float64, strict=False) for name in _METRICS),
         f("_exc", "exc").alias("exc_type"),
         pl.coalesce(f("_ec", "err"), f("_ec", "ei"), f("_ec", "ei2"), f("_ec", "nccl")).alias("error_code"),
         as_int("_ex", "cfe_code", "agent_code").alias("exit_code"),
@@ -264,10 +281,6 @@ def _fields(frame: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce(f("_self", n) for n in ("rank", "swift", "of")).cast(pl.Int64, strict=False).alias("_line_rank"),
         f("_ex", "agent_lr").cast(pl.Int64, strict=False).alias("_agent_lr"),
     ).drop("_hinted", *_EXTRACTORS)
-
-
-def _number_of(text: pl.Expr) -> pl.Expr:
-    return text.str.to_lowercase().cast(pl.Float64, strict=False)
 
 
 def _kinds(frame: pl.DataFrame) -> pl.DataFrame:
