@@ -44,6 +44,21 @@ _HEAD_PATTERNS: dict[str, re.Pattern[str]] = {
 }
 
 
+# Literals one of which every match of the pattern contains: Python's ``re`` scans unanchored
+# alternations slowly, so a head with none of these is not searched at all.
+_HEAD_LITERALS: dict[str, tuple[str, ...]] = {
+    "elastic": ("torch.distributed.", "torch/distributed/", "ChildFailedError", "Starting elastic_operator", "WARNING:__main__:"),
+    "npu": ("(PID:", "EI", "EJ", "EH", "EE", "EZ", "torch_npu", "CANN"),
+}
+
+
+def _head_search(name: str, head: str) -> bool:
+    literals = _HEAD_LITERALS.get(name)
+    if literals is not None and not any(lit in head for lit in literals):
+        return False
+    return _HEAD_PATTERNS[name].search(head) is not None
+
+
 @dataclass(frozen=True)
 class JobFile:
     """One file of a job, with the family it was detected as."""
@@ -162,13 +177,13 @@ def classify_head(head_bytes: bytes, rel: str) -> str | None:
         return "slurm"
     if _POD_NAME.search(Path(name).stem) or _POD_NAME.search(Path(name).parent.name):
         return "k8s_pod"
-    if _HEAD_PATTERNS["torchrun_prefix"].search(head) or _HEAD_PATTERNS["elastic"].search(head):
+    if _HEAD_PATTERNS["torchrun_prefix"].search(head) or _head_search("elastic", head):
         return "torchrun_console"
     if _dominates(_HEAD_PATTERNS["nccl"], head, 0.3):
         return "nccl_debug"
     if _HEAD_PATTERNS["trainer"].search(head):
         return "trainer_log"
-    if _HEAD_PATTERNS["npu"].search(head):
+    if _head_search("npu", head):
         return "ascend_plog"
     return "generic"
 

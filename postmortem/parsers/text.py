@@ -23,7 +23,8 @@ _HEAD = 64  # characters of a message searched for its timestamp and level
 
 def parse_files(files: pl.DataFrame, *, keep: str | None = None, keep_all: bool = True) -> pl.DataFrame:
     """Parse a batch of text files: one row per file with ``text`` and the per-file columns
-    ``file``, ``family``, ``path_rank``, ``path_local_rank``, ``path_node``, ``path_node_rank``.
+    ``file``, ``family``, ``_fid`` (an integer file id) and the path facts (``path_rank``,
+    ``path_local_rank``, ``path_node``, ``path_node_rank``, ``path_pid``), repeated on its lines.
 
     With ``keep_all`` False only notable lines are returned (see :func:`_keep_rows`); ``keep``
     is a regex of further lines to keep (the rule set's patterns).
@@ -144,7 +145,7 @@ def _drop_chatter(frame: pl.DataFrame, keep: str | None) -> pl.DataFrame:
     return frame.filter(pl.col("_candidate")).drop("_candidate")
 
 
-def _timestamps_and_levels(frame: pl.DataFrame) -> pl.DataFrame:
+def _timestamps_and_levels(frame: pl.LazyFrame) -> pl.LazyFrame:
     head = pl.col("message").str.slice(0, _HEAD)
     # One capture-free search finds the stamp; each shape is then parsed by strptime, which
     # is far cheaper than one regex with two dozen capture groups.
@@ -183,7 +184,7 @@ def _timestamps_and_levels(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(level.alias("level")).drop("glog", "word", "_head")
 
 
-def _progress(frame: pl.DataFrame) -> pl.DataFrame:
+def _progress(frame: pl.LazyFrame) -> pl.LazyFrame:
     """Step and total steps from every progress format, one simple pattern per format.
 
     The first format that matches names the step, and the total comes from the first format
@@ -230,18 +231,28 @@ _EXTRACTORS: dict[str, str] = {
     "_exc": P.EXC_TYPE, "_ec": P.ERROR_CODE, "_ex": P.EXIT, "_pid": P.PID, "_nh": P.NCCL_HEADER, "_w": P.WORK,
     "_ps": P.PG_STATUS, "_pg": P.PG, "_nr": P.NCCL_RANK, "_self": P.LINE_RANK,
 }
+# A cheap literal search in front of the extractors whose patterns the regex engine cannot
+# prefilter itself (alternatives that start with a class or an anchor); a superset of each.
+_GATES: dict[str, str] = {"_ec": r"ERR\d|E[A-Z0-9]\d{4}|nccl[A-Z]", "_pid": r"PID|\(\d+,"}
+
+
+def _gated(name: str) -> pl.Expr:
+    gate = _GATES.get(name)
+    return pl.col("_hinted") if gate is None else pl.when(pl.col("_hinted").str.contains(gate)).then(pl.col("_hinted"))
+
+
 # the training metrics: one group each, and a plain extract costs less than a struct of groups
 _METRICS: dict[str, str] = {"loss": P.LOSS, "grad_norm": P.GRAD_NORM, "lr": P.LR}
 
 
-def _fields(frame: pl.DataFrame) -> pl.DataFrame:
+def _fields(frame: pl.LazyFrame) -> pl.LazyFrame:
     """Extract error and collective fields on the rows that can carry them."""
     msg = pl.col("message")
     hinted = pl.when(msg.str.contains(P.FIELD_HINTS_RE)).then(msg)
     frame = frame.with_row_index("_row").with_columns(hinted.alias("_hinted"))
     frame = frame.with_columns(
         *(pl.col("_hinted").str.extract(p, 1).alias(name) for name, p in _METRICS.items()),
-        *(pl.col("_hinted").str.extract_groups(p).alias(name) for name, p in _EXTRACTORS.items()),
+        *(_gated(name).str.extract_groups(p).alias(name) for name, p in _EXTRACTORS.items()),
     )
 
     def f(struct: str, name: str) -> pl.Expr:
@@ -283,7 +294,7 @@ def _fields(frame: pl.DataFrame) -> pl.DataFrame:
     ).drop("_hinted", *_EXTRACTORS)
 
 
-def _kinds(frame: pl.DataFrame) -> pl.DataFrame:
+def _kinds(frame: pl.LazyFrame) -> pl.LazyFrame:
     msg = pl.col("message")
     level = pl.col("level")
     error_line = pl.when(msg.str.contains(P.ERROR_HINTS_RE)).then(msg).str.contains(P.ERROR_LINE).fill_null(False)
