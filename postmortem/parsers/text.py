@@ -320,12 +320,14 @@ def _records(frame: pl.DataFrame) -> pl.DataFrame:
         return frame.drop("_has_rec")
     starts = "|".join(f"(?:{p})" for p in P.RECORD_STARTS.values())
     has_start = pl.col("message").str.contains(P.RECORD_HINTS_RE) & pl.col("message").str.contains(starts)
-    files = frame.filter(pl.col("_has_rec")).group_by("file").agg(has_start.any().alias("_start"))
-    with_records = files.filter(pl.col("_start")).get_column("file")
-    subset = frame.filter(pl.col("file").is_in(with_records.implode()))
+    lazy = frame.lazy()
+    with_records = (
+        lazy.filter(pl.col("_has_rec")).group_by("_fid").agg(has_start.any().alias("_start")).filter("_start").collect()
+    ).get_column("_fid")
+    subset = lazy.filter(pl.col("_fid").is_in(with_records.implode())).select("_row", "stream", "message").collect()
     if subset.is_empty():
         return frame.drop("_has_rec")
-    ids = _record_ids(subset.select("_row", "stream", "message"))
+    ids = _record_ids(subset)
     return _scatter(frame, ids, {"_rec_row": pl.Int64, "_rec_kind": pl.String}).drop("_has_rec")
 
 
