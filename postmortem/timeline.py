@@ -143,11 +143,12 @@ def _text_batch(reads: list[_Read], path_facts: dict[str, dict[str, object]]) ->
     return pl.DataFrame(columns, schema=_TEXT_BATCH_SCHEMA)
 
 
-_TEXT_BATCH_SCHEMA: dict[str, pl.DataType] = {
-    "file": pl.String(), "family": pl.String(), "text": pl.String(), "path_rank": pl.Int64(),
-    "path_local_rank": pl.Int64(), "path_node": pl.String(), "path_node_rank": pl.Int64(), "path_pid": pl.Int64(),
-    "_fid": pl.Int64(),
+# what _path_facts tells of each file, and its column type
+_FACT_DTYPES: dict[str, pl.DataType] = {
+    "path_rank": pl.Int64(), "path_local_rank": pl.Int64(), "path_node": pl.String(), "path_node_rank": pl.Int64(),
+    "path_pid": pl.Int64(), "_fid": pl.Int64(),
 }
+_TEXT_BATCH_SCHEMA: dict[str, pl.DataType] = {"file": pl.String(), "family": pl.String(), "text": pl.String(), **_FACT_DTYPES}
 
 
 def timeline_from_text(text: str, file: str = "console.log") -> pl.DataFrame:
@@ -170,7 +171,7 @@ def _tag(lines: pl.DataFrame, job_file: JobFile, facts: dict[str, object]) -> pl
     return lines.with_columns(
         pl.lit(job_file.rel).alias("file"),
         pl.lit(job_file.family).alias("family"),
-        *(pl.lit(v, dtype=pl.String if k == "path_node" else pl.Int64).alias(k) for k, v in facts.items()),
+        *(pl.lit(v, dtype=_FACT_DTYPES[k]).alias(k) for k, v in facts.items()),
     )
 
 
@@ -280,11 +281,11 @@ def _finish(parts: list[pl.DataFrame], inventory: Inventory) -> pl.DataFrame:
             frame = frame.with_columns(pl.lit(None, dtype=dtype).alias(col))
     frame = frame.with_columns(pl.col("stream").fill_null(pl.col("_fid").cast(pl.UInt64)))
     frame = _fill_times(frame, inventory)
-    # lookups through small per-file, per-node and per-pid tables, never joins: the frame keeps
-    # its row order and no column is copied
     # (an eager drop would realign every column's chunks, a copy of the whole frame: only when needed)
     if stale := [c for c in _ATTRIBUTION_OUTPUTS if c in frame.columns]:
         frame = frame.drop(stale)
+    # lookups through small per-file, per-node and per-pid tables, never joins: the frame keeps
+    # its row order and no column is copied
     frame = _attribute_ranks(frame)
     # record ids, unique over the job: number the (file, first row) pairs of the few record rows
     key = pl.col("_fid") * (1 << 32) + pl.col("_rec_row")

@@ -39,14 +39,10 @@ def parse_files(files: pl.DataFrame, *, keep: str | None = None, keep_all: bool 
 def parse_text(lines: pl.DataFrame, *, keep: str | None = None, keep_all: bool = True) -> pl.DataFrame:
     """Parse a batch of lines.
 
-    ``lines`` has columns ``file``, ``family``, ``line``, ``raw``, ``redraw_bar`` and the per-file
-    facts ``path_rank``, ``path_local_rank``, ``path_node`` (nullable), and optionally the
-    whole-file hints ``_has_pfx`` / ``_has_rec`` (absent means "maybe"). Returns timeline columns
-    (see :mod:`postmortem.schema`) plus ``stream`` and ``srun`` helpers.
+    ``lines`` are :func:`parse_files`' split lines: ``line``, ``raw``, ``redraw_bar``, the
+    per-file columns and the whole-file hints ``_has_pfx`` / ``_has_rec``. Returns timeline
+    columns (see :mod:`postmortem.schema`) plus ``stream`` and ``srun`` helpers.
     """
-    for name, default in (("_has_pfx", True), ("_has_rec", True), ("_fid", 0)):
-        if name not in lines.columns:
-            lines = lines.with_columns(pl.lit(default).alias(name))
     frame = _strip_prefixes(lines)
     if not keep_all:
         frame = _drop_chatter(frame, keep)
@@ -189,8 +185,8 @@ def _progress(frame: pl.LazyFrame) -> pl.LazyFrame:
 
     The first format that matches names the step, and the total comes from the first format
     that has one; the formats after the three that always carry a total run only where none of
-    those three matched. (Eager polars does not share common subexpressions, so each struct is
-    computed once into a column.)
+    those three matched. Each struct is computed once into a column and its fields are read
+    from there.
     """
     msg = pl.col("message")
     names = [f"_f{i}" for i in range(len(P.PROGRESS_FORMATS))]
@@ -285,8 +281,8 @@ def _fields(frame: pl.LazyFrame) -> pl.LazyFrame:
         as_int("_w", "numel").alias("numel"),
         as_int("_w", "tmo").alias("timeout_ms"),
         as_int("_w", "ran").alias("ran_ms"),
-        pl.coalesce(f("_ps", "enq"), f("_ps", "enq2")).cast(pl.Int64, strict=False).alias("last_enqueued"),
-        pl.coalesce(f("_ps", "done"), f("_ps", "done2")).cast(pl.Int64, strict=False).alias("last_completed"),
+        as_int("_ps", "enq", "enq2").alias("last_enqueued"),
+        as_int("_ps", "done", "done2").alias("last_completed"),
         f("_pid", "npu_rank").cast(pl.Int64, strict=False).alias("_npu_rank"),
         f("_nr", "rank").cast(pl.Int64, strict=False).alias("_nccl_rank"),
         pl.coalesce(f("_self", n) for n in ("rank", "swift", "of")).cast(pl.Int64, strict=False).alias("_line_rank"),
@@ -318,7 +314,7 @@ def _records(frame: pl.DataFrame) -> pl.DataFrame:
     frame = frame.with_columns(pl.lit(None, pl.Int64).alias("_rec_row"), pl.lit(None, pl.String).alias("_rec_kind"))
     if not frame.get_column("_has_rec").any():
         return frame.drop("_has_rec")
-    starts = "|".join(f"(?:{p})" for p in P.RECORD_STARTS.values())
+    starts = P.union(*P.RECORD_STARTS.values())
     has_start = pl.col("message").str.contains(P.RECORD_HINTS_RE) & pl.col("message").str.contains(starts)
     lazy = frame.lazy()
     with_records = (
@@ -393,7 +389,9 @@ def _child_failed_entries(frame: pl.DataFrame) -> pl.DataFrame:
 
 def _keep_rows(frame: pl.DataFrame, keep: str | None) -> pl.DataFrame:
     """The notable rows: errors, warnings, lifecycle, progress, collectives, records, lines
-    that name a setting or a failure word (``NOTABLE_INFO``) and lines matching ``keep``."""
+    that name a setting or a failure word (``NOTABLE_INFO``) and lines matching ``keep``.
+
+    After :func:`_drop_chatter` (``_gap`` present) or over every parsed line of a batch."""
     msg = pl.col("message")
     plain = (pl.col("kind") == "info") & pl.col("step").is_null() & pl.col("_rec_row").is_null()
     chatter = pl.when(plain).then(msg)
