@@ -81,7 +81,8 @@ def build_timeline(
     skipped = list(inventory.skipped)
     frames: list[pl.DataFrame] = []
     workers = workers or min(8, (os.cpu_count() or 2) * 2)
-    path_facts = _path_facts(inventory.files)
+    facts = _path_facts(inventory.files)
+    fids = {f.rel: i for i, f in enumerate(inventory.files)}
     # Reading runs in a pool of threads; each batch is parsed in another pool so that two
     # batches' polars kernels (which release the GIL) keep both cores busy.
     pending: list[Future[pl.DataFrame | None]] = []
@@ -94,10 +95,10 @@ def build_timeline(
                 if read.error is not None:
                     skipped.append(Skipped(read.file.rel, read.error))
                 elif read.rows is not None:
-                    structured.append(_tag(read.rows, read.file, path_facts[read.file.rel]))
+                    structured.append(_tag(read.rows, fids[read.file.rel]))
                 else:
                     texts.append(read)
-            pending.append(parsers.submit(_parse_batch, _text_batch(texts, path_facts), structured, keep, keep_all))
+            pending.append(parsers.submit(_parse_batch, _text_batch(texts, fids), structured, keep, keep_all))
             # bound memory: at most PARSE_THREADS batches of raw text in flight
             while sum(not f.done() for f in pending) >= PARSE_THREADS:
                 next(f for f in pending if not f.done()).result()
@@ -108,7 +109,7 @@ def build_timeline(
     inventory.files[:] = [f for f in inventory.files if f.rel in parsed_files]
     if not frames:
         return Timeline(conform(pl.DataFrame()), inventory, notes)
-    frame, clock_note = align_trace_clock(_finish(frames, inventory))
+    frame, clock_note = align_trace_clock(_finish(frames, inventory, facts))
     if clock_note:
         notes.append(Skipped("(flight recorder dumps)", clock_note))
     return Timeline(frame, inventory, notes)
@@ -125,30 +126,19 @@ def _parse_batch(
         return None
     merged = pl.concat(parts, how="diagonal_relaxed")
     # batches follow file order, so only a batch with dumps in it needs sorting
-    return merged.sort(["file", "line"], maintain_order=True) if structured else merged
+    return merged.sort(["_fid", "line"], maintain_order=True) if structured else merged
 
 
-def _text_batch(reads: list[_Read], path_facts: dict[str, dict[str, object]]) -> pl.DataFrame | None:
-    """One row per text file: its name, family, path facts and text."""
+def _text_batch(reads: list[_Read], fids: dict[str, int]) -> pl.DataFrame | None:
+    """One row per text file: its id, family and text (the other per-file facts are attached
+    by id at the end, not repeated on every line)."""
     reads = [r for r in reads if r.text is not None]
     if not reads:
         return None
-    columns: dict[str, list[object]] = {"file": [], "family": [], "text": []}
-    for read in reads:
-        columns["file"].append(read.file.rel)
-        columns["family"].append(read.file.family)
-        columns["text"].append(read.text)
-        for key, value in path_facts[read.file.rel].items():
-            columns.setdefault(key, []).append(value)
-    return pl.DataFrame(columns, schema=_TEXT_BATCH_SCHEMA)
-
-
-# what _path_facts tells of each file, and its column type
-_FACT_DTYPES: dict[str, pl.DataType] = {
-    "path_rank": pl.Int64(), "path_local_rank": pl.Int64(), "path_node": pl.String(), "path_node_rank": pl.Int64(),
-    "path_pid": pl.Int64(), "_fid": pl.Int64(),
-}
-_TEXT_BATCH_SCHEMA: dict[str, pl.DataType] = {"file": pl.String(), "family": pl.String(), "text": pl.String(), **_FACT_DTYPES}
+    return pl.DataFrame(
+        {"_fid": [fids[r.file.rel] for r in reads], "family": [r.file.family for r in reads], "text": [r.text for r in reads]},
+        schema={"_fid": pl.Int64, "family": pl.String, "text": pl.String},
+    )
 
 
 def timeline_from_text(text: str, file: str = "console.log") -> pl.DataFrame:
@@ -158,21 +148,16 @@ def timeline_from_text(text: str, file: str = "console.log") -> pl.DataFrame:
     """
     family = _family_for_text(text, file)
     job_file = JobFile(Path(file), file, len(text), family)
-    facts = _path_facts([job_file])
     read = _read_text(job_file, text, [])
-    texts = _text_batch([read], facts)
-    frame = _tag(read.rows, job_file, facts[file]) if texts is None else parse_files(texts)
+    texts = _text_batch([read], {file: 0})
+    frame = _tag(read.rows, 0) if texts is None else parse_files(texts)
     inventory = Inventory(root=Path("."), files=[job_file], skipped=[])
-    return _finish([frame], inventory)
+    return _finish([frame], inventory, _path_facts([job_file]))
 
 
-def _tag(lines: pl.DataFrame, job_file: JobFile, facts: dict[str, object]) -> pl.DataFrame:
-    """Add the file's name, family and path facts to each of its rows."""
-    return lines.with_columns(
-        pl.lit(job_file.rel).alias("file"),
-        pl.lit(job_file.family).alias("family"),
-        *(pl.lit(v, dtype=_FACT_DTYPES[k]).alias(k) for k, v in facts.items()),
-    )
+def _tag(rows: pl.DataFrame, fid: int) -> pl.DataFrame:
+    """Give a structured file's rows its file id."""
+    return rows.with_columns(pl.lit(fid, pl.Int64).alias("_fid"))
 
 
 def _family_for_text(text: str, file: str) -> str:
@@ -239,12 +224,13 @@ def _read_text(job_file: JobFile, text: str, notes: list[str]) -> _Read:
     return _Read(job_file, text if rows is None else None, rows, notes)
 
 
-def _path_facts(files: list[JobFile]) -> dict[str, dict[str, object]]:
-    """Rank, local rank and node that each file's path tells."""
+def _path_facts(files: list[JobFile]) -> pl.DataFrame:
+    """What each file's path tells: one row per file, row ``i`` for file id ``i``: ``file``,
+    ``family``, ``path_rank``, ``path_local_rank``, ``path_node``, ``path_node_rank``, ``path_pid``."""
     top_dirs = {f.rel.split("/", 1)[0] for f in files if "/" in f.rel}
     node_dirs = len(top_dirs) >= 2 and all(_NODE_DIR.match(d) for d in top_dirs)
-    facts: dict[str, dict[str, object]] = {}
-    for index, f in enumerate(files):
+    rows: list[dict[str, object]] = []
+    for f in files:
         rank = _PATH_RANK.search(f.rel)
         local = _PATH_LOCAL_RANK.search(f.rel)
         node = f.rel.split("/", 1)[0] if node_dirs and "/" in f.rel else None
@@ -253,21 +239,40 @@ def _path_facts(files: list[JobFile]) -> dict[str, dict[str, object]]:
         if pod:
             node = pod.group(0)
             node_rank = int(pod.group("idx")) + (1 if pod.group("rtype") == "worker" else 0)
-        facts[f.rel] = {
+        rows.append({
+            "file": f.rel,
+            "family": f.family,
             "path_rank": int(rank.group(1)) if rank and not local else None,
             "path_local_rank": int(local.group(1)) if local else None,
             "path_node": node,
             "path_node_rank": node_rank,
             "path_pid": int(plog.group(1)) if (plog := _PLOG_PID.search(f.rel)) else None,
-            # an integer key for per-file work: grouping and mapping on it is cheaper than on names
-            "_fid": index,
-        }
-    return facts
+        })
+    return pl.DataFrame(rows, schema=_FACT_SCHEMA)
 
 
-def _finish(parts: list[pl.DataFrame], inventory: Inventory) -> pl.DataFrame:
+_FACT_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.String(), "family": pl.String(), "path_rank": pl.Int64(), "path_local_rank": pl.Int64(),
+    "path_node": pl.String(), "path_node_rank": pl.Int64(), "path_pid": pl.Int64(),
+}
+
+
+def _fact(facts: pl.DataFrame, name: str) -> pl.Expr:
+    """Each row's file's ``name`` from the per-file table, by file id (a gather, not a join:
+    the per-file facts are never carried on every row)."""
+    return pl.lit(facts.get_column(name)).gather(pl.col("_fid")).alias(name)
+
+
+def _in_families(facts: pl.DataFrame, *families: str) -> pl.Expr:
+    """True on the rows of files of one of ``families``."""
+    fids = facts.with_row_index("_fid").filter(pl.col("family").is_in(families)).get_column("_fid").cast(pl.Int64)
+    return pl.col("_fid").is_in(fids.implode())
+
+
+def _finish(parts: list[pl.DataFrame], inventory: Inventory, facts: pl.DataFrame) -> pl.DataFrame:
     """Job-level passes over the batches' rows: years, inherited times, ranks, nodes; then the
-    timeline schema. ``parts`` is emptied, so that columns replaced here are freed here."""
+    timeline schema, with each row's file and family from ``facts`` (see :func:`_path_facts`).
+    ``parts`` is emptied, so that columns replaced here are freed here."""
     frame = _concat_columnwise(parts)
     for col, dtype in (
         ("stream", pl.UInt64), ("pfx_rank", pl.Int64), ("pfx_local", pl.Int64), ("srun", pl.Int64),
@@ -286,12 +291,16 @@ def _finish(parts: list[pl.DataFrame], inventory: Inventory) -> pl.DataFrame:
         frame = frame.drop(stale)
     # lookups through small per-file, per-node and per-pid tables, never joins: the frame keeps
     # its row order and no column is copied
-    frame = _attribute_ranks(frame)
+    frame = _attribute_ranks(frame, facts)
     # record ids, unique over the job: number the (file, first row) pairs of the few record rows
     key = pl.col("_fid") * (1 << 32) + pl.col("_rec_row")
     keys = frame.lazy().filter(pl.col("_rec_row").is_not_null()).select(key.alias("k")).unique(maintain_order=True).collect()
     numbered = {k: i for i, k in enumerate(keys.get_column("k").to_list(), start=1)}
-    frame = frame.with_columns(key.replace_strict(numbered, default=None, return_dtype=pl.Int64).alias("record"))
+    frame = frame.with_columns(
+        key.replace_strict(numbered, default=None, return_dtype=pl.Int64).alias("record"),
+        _fact(facts, "file"),
+        _fact(facts, "family"),
+    )
     return conform(frame)
 
 
@@ -308,14 +317,19 @@ def _concat_columnwise(parts: list[pl.DataFrame]) -> pl.DataFrame:
     schema = pl.concat([p.clear() for p in parts], how="diagonal_relaxed").schema
     heights = [p.height for p in parts]
     columns = []
+    empty: list[pl.Expr] = []
     for name, dtype in schema.items():
+        if all(name not in p.columns or p.get_column(name).null_count() == p.height for p in parts):
+            # a column no row has a value in stays a constant: no memory behind it
+            empty.append(pl.lit(None, dtype).alias(name))
+            continue
         pieces = [
             p.drop_in_place(name).cast(dtype) if name in p.columns else pl.repeat(None, h, dtype=dtype, eager=True)
             for p, h in zip(parts, heights, strict=True)
         ]
         columns.append(pl.concat(pieces, rechunk=True).alias(name))
     parts.clear()
-    return pl.DataFrame(columns)
+    return pl.DataFrame(columns).with_columns(empty).select(schema.names())
 
 
 def _fill_times(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
@@ -346,12 +360,12 @@ def _mtime_year(inventory: Inventory) -> int:
     return datetime.now().year  # text with no file behind it (rule examples)
 
 
-def _attribute_ranks(frame: pl.DataFrame) -> pl.DataFrame:
+def _attribute_ranks(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
     """Global rank, local rank, node and node rank for every row, with ``rank_source``."""
     npu_rank = pl.when(pl.col("_npu_rank") >= 0).then(pl.col("_npu_rank"))
     self_rank = pl.coalesce(pl.col("_line_rank"), npu_rank, pl.col("_nccl_rank"))
     frame = frame.with_columns(
-        pl.coalesce("pfx_local", "path_local_rank", "_cfe_lr", "_agent_lr").alias("local_rank"),
+        pl.coalesce(pl.col("pfx_local"), _fact(facts, "path_local_rank"), pl.col("_cfe_lr"), pl.col("_agent_lr")).alias("local_rank"),
         pl.coalesce(pl.col("_cfe_rank"), self_rank).alias("_content_rank"),
         self_rank.alias("_self_rank"),
     )
@@ -365,7 +379,7 @@ def _attribute_ranks(frame: pl.DataFrame) -> pl.DataFrame:
         frame.lazy().filter(
             pl.col("_self_rank").is_not_null()
             & ~has_prefix
-            & pl.col("family").is_in(["trainer_log", "ascend_plog", "nccl_debug", "generic", "torchrun_logdir"])
+            & _in_families(facts, "trainer_log", "ascend_plog", "nccl_debug", "generic", "torchrun_logdir")
         )
         .group_by("_fid")
         .agg(pl.col("_self_rank").n_unique().alias("_n"), pl.col("_self_rank").first().alias("_file_rank"))
@@ -375,17 +389,18 @@ def _attribute_ranks(frame: pl.DataFrame) -> pl.DataFrame:
     frame = frame.with_columns(_lookup("_fid", file_rank, "_file_rank", pl.Int64))
     # an srun label is the global rank when it is the only rank marker; with torchrun inside
     # srun (rank prefixes present) it is the node index instead
-    srun_is_rank = (pl.col("family") == "slurm") & ~has_prefix
+    srun_is_rank = _in_families(facts, "slurm") & ~has_prefix
     frame = frame.with_columns(
         pl.coalesce(pl.col("pfx_rank"), pl.when(srun_is_rank).then(pl.col("srun"))).alias("pfx_rank")
     )
-    frame = _nodes(frame)
+    frame = _nodes(frame, facts)
+    path_rank = _fact(facts, "path_rank")
     frame = frame.with_columns(
         pl.when(pl.col("pfx_rank").is_not_null()).then(pl.lit("prefix"))
-        .when(pl.col("path_rank").is_not_null()).then(pl.lit("path"))
+        .when(path_rank.is_not_null()).then(pl.lit("path"))
         .when(pl.col("_content_rank").is_not_null() | pl.col("_file_rank").is_not_null()).then(pl.lit("content"))
         .alias("rank_source"),
-        pl.coalesce("pfx_rank", "path_rank", "_content_rank", "_file_rank").alias("rank"),
+        pl.coalesce(pl.col("pfx_rank"), path_rank, pl.col("_content_rank"), pl.col("_file_rank")).alias("rank"),
     )
     # A trainer log that names no rank at all is the main process's (HF/ms-swift/hydra write
     # their log and logging.jsonl from local rank 0 only); say so with rank_source "inferred".
@@ -405,7 +420,7 @@ def _attribute_ranks(frame: pl.DataFrame) -> pl.DataFrame:
     )
     main_process = unranked_progress & (_lookup("_fid", repeats, "_repeats", pl.Float64) <= 1)
     frame = frame.with_columns(
-        pl.when(((pl.col("family") == "trainer_log") & rankless) | main_process)
+        pl.when((_in_families(facts, "trainer_log") & rankless) | main_process)
         .then(pl.lit(0, pl.Int64))
         .otherwise(pl.col("local_rank"))
         .alias("local_rank")
@@ -416,27 +431,28 @@ def _attribute_ranks(frame: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("rank").is_null() & inferred.is_not_null()).then(pl.lit("inferred")).otherwise(pl.col("rank_source")).alias("rank_source"),
         pl.coalesce(pl.col("rank"), inferred).alias("rank"),
     )
-    return _ranks_from_pids(frame)
+    return _ranks_from_pids(frame, facts)
 
 
-def _nodes(frame: pl.DataFrame) -> pl.DataFrame:
+def _nodes(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
     """Node name, node rank and processes per node."""
     # a file's node: its path, else the host its agent/NCCL lines name most often
+    path_node = _fact(facts, "path_node")
     hosts = (
-        frame.lazy().filter(pl.col("path_node").is_null())
+        frame.lazy().filter(path_node.is_null())
         .with_columns(pl.coalesce("_cfe_host", "host").alias("_h"))
         .filter(pl.col("_h").is_not_null())
         .group_by("_fid")
         .agg(pl.col("_h").mode().sort().first().alias("_file_host"))
         .collect()
     )
-    frame = frame.with_columns(pl.coalesce(pl.col("path_node"), _lookup("_fid", hosts, "_file_host", pl.String)).alias("node"))
+    frame = frame.with_columns(pl.coalesce(path_node, _lookup("_fid", hosts, "_file_host", pl.String)).alias("node"))
     nodes = frame.select(pl.col("node").drop_nulls().unique()).to_series().to_list()
     if len(nodes) == 1:
         frame = frame.with_columns(pl.col("node").fill_null(nodes[0]))
     # node rank: pod index, --node_rank printed by the node's launcher, the ChildFailedError ranks
     node_facts = frame.group_by("node").agg(
-        pl.col("path_node_rank").drop_nulls().first().alias("_pod_rank"),
+        _fact(facts, "path_node_rank").drop_nulls().first().alias("_pod_rank"),
         pl.col("_arg_node_rank").drop_nulls().first().alias("_arg_rank"),
         pl.col("_arg_nproc").drop_nulls().first().alias("_arg_nproc"),
         (pl.col("local_rank").max() + 1).alias("_seen_nproc"),
@@ -469,7 +485,7 @@ def _nodes(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _ranks_from_pids(frame: pl.DataFrame) -> pl.DataFrame:
+def _ranks_from_pids(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
     """Rows that know only their process id (py-spy dumps, plogs) take the rank of that pid."""
     known = (
         frame.lazy().filter(pl.col("pid").is_not_null() & pl.col("rank").is_not_null() & (pl.col("rank_source") != "inferred"))
@@ -486,7 +502,7 @@ def _ranks_from_pids(frame: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("_n") == 1)
         .collect()
     )
-    any_pid = pl.coalesce(pl.col("pid"), _lookup("_fid", file_pid, "_file_pid", pl.Int64), pl.col("path_pid"))
+    any_pid = pl.coalesce(pl.col("pid"), _lookup("_fid", file_pid, "_file_pid", pl.Int64), _fact(facts, "path_pid"))
     frame = frame.with_columns(_lookup("pid", known, "_pid_rank", pl.Int64, key_expr=any_pid))
     by_pid = pl.col("rank").is_null() & pl.col("_pid_rank").is_not_null()
     return frame.with_columns(

@@ -22,9 +22,9 @@ _HEAD = 64  # characters of a message searched for its timestamp and level
 
 
 def parse_files(files: pl.DataFrame, *, keep: str | None = None, keep_all: bool = True) -> pl.DataFrame:
-    """Parse a batch of text files: one row per file with ``text`` and the per-file columns
-    ``file``, ``family``, ``_fid`` (an integer file id) and the path facts (``path_rank``,
-    ``path_local_rank``, ``path_node``, ``path_node_rank``, ``path_pid``), repeated on its lines.
+    """Parse a batch of text files: one row per file with ``_fid`` (an integer file id),
+    ``family`` and ``text``. Rows carry ``_fid``, not the family (nor any other per-file
+    column, which would be repeated on every line).
 
     With ``keep_all`` False only notable lines are returned (see :func:`_keep_rows`); ``keep``
     is a regex of further lines to keep (the rule set's patterns).
@@ -53,10 +53,13 @@ def parse_text(lines: pl.DataFrame, *, keep: str | None = None, keep_all: bool =
     frame = _records(frame)
     frame = _child_failed_entries(frame)
     frame = frame if keep_all else _keep_rows(frame, keep)
-    return frame.with_columns(
+    frame = frame.with_columns(
         pl.col("message").str.extract(P.NODE_RANK_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_node_rank"),
         pl.col("message").str.extract(P.NPROC_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_nproc"),
-    ).drop("_row", "_has_pfx", "_rec_kind")
+    ).drop("_row", "_has_pfx", "_rec_kind", "family")
+    # most extracted fields are null on every line of a batch: a constant costs no memory
+    empty = [name for name, column in frame.to_dict().items() if column.null_count() == frame.height]
+    return frame.with_columns(pl.lit(None, frame.schema[name]).alias(name) for name in empty)
 
 
 def _strip_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
@@ -119,7 +122,7 @@ def _strip_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
         # (an integer: the file's id, or a hash of the file and the prefix)
         pl.when(unprefixed).then(pl.col("_fid").cast(pl.UInt64)).otherwise(
             pl.concat_str(
-                [pl.col("file"), pl.col("role1").fill_null(""), pl.col("n1").fill_null(""), pl.col("n2").fill_null("")],
+                [pl.col("_fid").cast(pl.String), pl.col("role1").fill_null(""), pl.col("n1").fill_null(""), pl.col("n2").fill_null("")],
                 separator="|",
             ).hash()
         ).alias("stream"),
