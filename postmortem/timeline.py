@@ -6,6 +6,7 @@ kernels run over many files at once and memory stays bounded by the batch size.
 
 from __future__ import annotations
 
+import calendar
 import os
 import re
 from collections import Counter
@@ -338,7 +339,13 @@ def _fill_times(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
     ref_year = int(years.to_series().mode().sort()[-1]) if years.height else _mtime_year(inventory)
     # kubectl --timestamps is the kubelet's receive time (UTC): used only when the line has no time of its own
     ts = pl.coalesce(pl.col("ts"), pl.col("_cfe_time"), pl.col("_k8s_time"))
-    ts = pl.when(pl.col("_no_year") & ts.is_not_null()).then(ts.dt.replace(year=ref_year)).otherwise(ts)
+    no_year = pl.col("_no_year")
+    if not calendar.isleap(ref_year):
+        # 29 February of a year-less header does not exist in that year: no time rather than
+        # a wrong one (the line then inherits one) and no error
+        ts = pl.when(no_year & (ts.dt.month() == 2) & (ts.dt.day() == 29)).then(None).otherwise(ts)
+    # (masked first: replacing the year is costly per row, and few rows lack one)
+    ts = pl.coalesce(pl.when(no_year).then(ts).dt.replace(year=ref_year), ts)
     frame = frame.with_columns(ts.alias("ts"))
     inferred = pl.col("ts").is_null()
     filled = pl.coalesce(
