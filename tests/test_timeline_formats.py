@@ -234,6 +234,25 @@ def test_year_less_and_us_dates_and_inherited_times():
     assert row(tl, 1)["ts_inferred"] is False
 
 
+def test_year_less_header_on_29_february_of_a_common_year_inherits_a_time():
+    # the dated lines say 2027, which has no 29 February: the c10 header's date cannot be it
+    text = (
+        "2027-02-28 23:59:00,000 - INFO - train - step 1 loss=2.0\n"
+        "[W0229 00:00:01.000000000 ProcessGroupNCCL.cpp:1] [PG ID 0 PG GUID 0 Rank 0] warning\n"
+        "[W0301 00:00:02.000000000 ProcessGroupNCCL.cpp:1] [PG ID 0 PG GUID 0 Rank 0] warning\n"
+    )
+    tl = timeline_from_text(text, file="train.log")
+    assert row(tl, 2)["ts"] == datetime(2027, 2, 28, 23, 59) and row(tl, 2)["ts_inferred"] is True
+    assert row(tl, 3)["ts"] == datetime(2027, 3, 1, 0, 0, 2) and row(tl, 3)["ts_inferred"] is False
+
+
+def test_capitalised_rank_tag_at_line_start_names_each_lines_rank():
+    # print-style "[Rank N] ..." lines of several ranks in one file: each line its own rank
+    text = "[Rank 3] barrier reached\n[Rank 4] barrier reached\n[rank 5] barrier reached\n"
+    tl = timeline_from_text(text, file="train.log")
+    assert tl["rank"].to_list() == [3, 4, 5] and set(tl["rank_source"].to_list()) == {"content"}
+
+
 def test_srun_label_alone_is_the_global_rank(write_job):
     job = write_job({"slurm-9.out": "00: step 1 loss=2.0\n13: step 1 loss=2.1\n"})
     tl = load_timeline(job, keep_all=True).frame

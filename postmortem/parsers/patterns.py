@@ -90,12 +90,13 @@ NODE_RANK_ARG = r"--node[_-]rank[= ](\d+)"
 NPROC_ARG = r"--nproc[_-]per[_-]node[= ](\d+)"
 NCCL_RANK = r"ncclCommInitRank\w* comm 0x[0-9a-f]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+)"
 
-# Literal hints: only rows containing one of these go through the field extractors above.
+# Literal hints: only rows containing one of these go through the field extractors above (the
+# training metrics, which most progress lines carry, have their own).
 FIELD_HINTS: tuple[str, ...] = (
     "Error", "Exception", "Interrupt", "Exit", "Warning", "ERR", "EI0", "EI9", "EE", "EZ", "EJ0", "EH", "nccl",
-    "NCCL", "exitcode", "Signal", "signal", "loss", "norm", "lr", "learning", "Work", "work", "PG ", "PID", "):20",
-    "time ", "host ", "rank",
-)
+    "NCCL", "exitcode", "Signal", "signal", "Work", "work", "PG ", "PID", "):20", "time ", "host ", "rank",
+)  # and lines starting "[Rank" (LINE_RANK): a literal "Rank" would let in every DeepSpeed log_dist line
+METRIC_HINTS: tuple[str, ...] = ("loss", "norm", "lr", "learning")
 
 # Kinds (§9 and the formats above). Order of precedence: error, warning, progress, lifecycle, collective.
 ERROR_LINE = (
@@ -174,6 +175,7 @@ PROGRESS_ANY = union(*PROGRESS_FORMATS, TQDM)
 # expensive extraction (see parsers.text._drop_chatter); this must stay a superset of all of it.
 KEPT_SUPERSET = union(ERROR_LINE, LIFECYCLE_LINE, COLLECTIVE_LINE, NOTABLE_INFO, PROGRESS_ANY, LINE_RANK, NON_INFO_LEVEL)
 FIELD_HINTS_RE = literals(FIELD_HINTS)
+METRIC_HINTS_RE = literals(METRIC_HINTS)
 ERROR_HINTS_RE = literals(ERROR_HINTS)
 RECORD_HINTS_RE = literals(RECORD_HINTS)
 

@@ -247,10 +247,12 @@ _METRICS: dict[str, str] = {"loss": P.LOSS, "grad_norm": P.GRAD_NORM, "lr": P.LR
 def _fields(frame: pl.LazyFrame) -> pl.LazyFrame:
     """Extract error and collective fields on the rows that can carry them."""
     msg = pl.col("message")
-    hinted = pl.when(msg.str.contains(P.FIELD_HINTS_RE)).then(msg)
-    frame = frame.with_row_index("_row").with_columns(hinted.alias("_hinted"))
+    frame = frame.with_row_index("_row").with_columns(
+        pl.when(msg.str.contains(P.FIELD_HINTS_RE) | msg.str.starts_with("[Rank")).then(msg).alias("_hinted"),
+        pl.when(msg.str.contains(P.METRIC_HINTS_RE)).then(msg).alias("_metric"),
+    )
     frame = frame.with_columns(
-        *(pl.col("_hinted").str.extract(p, 1).alias(name) for name, p in _METRICS.items()),
+        *(pl.col("_metric").str.extract(p, 1).alias(name) for name, p in _METRICS.items()),
         *(_gated(name).str.extract_groups(p).alias(name) for name, p in _EXTRACTORS.items()),
     )
 
@@ -290,7 +292,7 @@ def _fields(frame: pl.LazyFrame) -> pl.LazyFrame:
         f("_nr", "rank").cast(pl.Int64, strict=False).alias("_nccl_rank"),
         pl.coalesce(f("_self", n) for n in ("rank", "swift", "of")).cast(pl.Int64, strict=False).alias("_line_rank"),
         f("_ex", "agent_lr").cast(pl.Int64, strict=False).alias("_agent_lr"),
-    ).drop("_hinted", *_EXTRACTORS)
+    ).drop("_hinted", "_metric", *_EXTRACTORS)
 
 
 def _kinds(frame: pl.LazyFrame) -> pl.LazyFrame:
