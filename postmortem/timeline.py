@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import polars as pl
@@ -339,26 +340,35 @@ def _fill_times(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
     ref_year = int(years.to_series().mode().sort()[-1]) if years.height else _mtime_year(inventory)
     # kubectl --timestamps is the kubelet's receive time (UTC): used only when the line has no time of its own
     ts = pl.coalesce(pl.col("ts"), pl.col("_cfe_time"), pl.col("_k8s_time"))
-    no_year = pl.col("_no_year")
-    if not calendar.isleap(ref_year):
-        # 29 February of a year-less header does not exist in that year: no time rather than
-        # a wrong one (the line then inherits one) and no error
-        ts = pl.when(no_year & (ts.dt.month() == 2) & (ts.dt.day() == 29)).then(None).otherwise(ts)
-    # (masked first: replacing the year is costly per row, and few rows lack one)
-    ts = pl.coalesce(pl.when(no_year).then(ts).dt.replace(year=ref_year), ts)
-    frame = frame.with_columns(ts.alias("ts"))
-    inferred = pl.col("ts").is_null()
+    frame = frame.with_columns(pl.when(pl.col("_no_year")).then(_in_year(ts, ref_year)).otherwise(ts).alias("ts"))
+    frame = frame.with_columns(pl.col("ts").is_null().alias("_untimed"))
     filled = pl.coalesce(
         pl.col("ts").forward_fill().over("stream", order_by="line"),
         pl.col("ts").forward_fill().over("_fid", order_by="line"),
     )
-    return frame.with_columns(filled.alias("ts"), (inferred & filled.is_not_null()).alias("ts_inferred"))
+    # (two steps: eager polars would compute ``filled`` twice if both used it)
+    frame = frame.with_columns(filled.alias("ts"))
+    return frame.with_columns((pl.col("_untimed") & pl.col("ts").is_not_null()).alias("ts_inferred")).drop("_untimed")
+
+
+def _in_year(ts: pl.Expr, year: int) -> pl.Expr:
+    """Year-less header times (parsed into the leap year 2000) moved into ``year``.
+
+    By a constant shift on each side of 29 February, not per-row calendar arithmetic; a
+    29 February that ``year`` does not have gives no time rather than a wrong one (the line
+    then inherits one).
+    """
+    march = datetime(2000, 3, 1)
+    before = datetime(year, 1, 1) - datetime(2000, 1, 1)
+    after = datetime(year, 3, 1) - march
+    shifted = pl.when(ts < march).then(ts + before).otherwise(ts + after)
+    if calendar.isleap(year):
+        return shifted
+    return pl.when((ts >= datetime(2000, 2, 29)) & (ts < march)).then(None).otherwise(shifted)
 
 
 def _mtime_year(inventory: Inventory) -> int:
     """The year of the job's files, for year-less headers when no line prints a full date."""
-    from datetime import datetime
-
     for f in inventory.files:
         try:
             return datetime.fromtimestamp(f.path.stat().st_mtime).year
@@ -368,7 +378,12 @@ def _mtime_year(inventory: Inventory) -> int:
 
 
 def _attribute_ranks(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
-    """Global rank, local rank, node and node rank for every row, with ``rank_source``."""
+    """Global rank, local rank, node and node rank for every row, with ``rank_source``.
+
+    What is known of a whole file or node is worked out on small per-file tables and handed
+    to the rows by file id (a gather), never by a window or a join over every row.
+    """
+    per_file = _PerFile(facts.height)
     npu_rank = pl.when(pl.col("_npu_rank") >= 0).then(pl.col("_npu_rank"))
     self_rank = pl.coalesce(pl.col("_line_rank"), npu_rank, pl.col("_nccl_rank"))
     frame = frame.with_columns(
@@ -376,14 +391,13 @@ def _attribute_ranks(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce(pl.col("_cfe_rank"), self_rank).alias("_content_rank"),
         self_rank.alias("_self_rank"),
     )
+    lazy = frame.lazy()
+    prefixed = lazy.filter(pl.col("pfx_rank").is_not_null() | pl.col("pfx_local").is_not_null()).select(pl.col("_fid").unique())
+    has_prefix = pl.col("_fid").is_in(prefixed.collect().to_series().implode())
     # A per-process file (trainer log, plog) whose lines name one rank only belongs to that rank.
     # Consoles never do: they interleave processes, and ChildFailedError rows describe others.
-    frame = frame.with_columns(
-        (pl.col("pfx_rank").is_not_null() | pl.col("pfx_local").is_not_null()).any().over("_fid").alias("_has_prefix")
-    )
-    has_prefix = pl.col("_has_prefix")
     file_rank = (
-        frame.lazy().filter(
+        lazy.filter(
             pl.col("_self_rank").is_not_null()
             & ~has_prefix
             & _in_families(facts, "trainer_log", "ascend_plog", "nccl_debug", "generic", "torchrun_logdir")
@@ -393,20 +407,21 @@ def _attribute_ranks(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("_n") == 1)
         .collect()
     )
-    frame = frame.with_columns(_lookup("_fid", file_rank, "_file_rank", pl.Int64))
     # an srun label is the global rank when it is the only rank marker; with torchrun inside
     # srun (rank prefixes present) it is the node index instead
     srun_is_rank = _in_families(facts, "slurm") & ~has_prefix
     frame = frame.with_columns(
-        pl.coalesce(pl.col("pfx_rank"), pl.when(srun_is_rank).then(pl.col("srun"))).alias("pfx_rank")
+        pl.coalesce(pl.col("pfx_rank"), pl.when(srun_is_rank).then(pl.col("srun"))).alias("pfx_rank"),
+        per_file.gather(file_rank, "_file_rank", pl.Int64),
     )
-    frame = _nodes(frame, facts)
+    frame = _nodes(frame, facts, per_file)
     path_rank = _fact(facts, "path_rank")
     frame = frame.with_columns(
-        pl.when(pl.col("pfx_rank").is_not_null()).then(pl.lit("prefix"))
-        .when(path_rank.is_not_null()).then(pl.lit("path"))
-        .when(pl.col("_content_rank").is_not_null() | pl.col("_file_rank").is_not_null()).then(pl.lit("content"))
-        .alias("rank_source"),
+        pl.when(pl.col("pfx_rank").is_not_null()).then(pl.lit(_SOURCE["prefix"]))
+        .when(path_rank.is_not_null()).then(pl.lit(_SOURCE["path"]))
+        .when(pl.col("_content_rank").is_not_null() | pl.col("_file_rank").is_not_null()).then(pl.lit(_SOURCE["content"]))
+        .cast(pl.UInt8)
+        .alias("_source"),
         pl.coalesce(pl.col("pfx_rank"), path_rank, pl.col("_content_rank"), pl.col("_file_rank")).alias("rank"),
     )
     # A trainer log that names no rank at all is the main process's (HF/ms-swift/hydra write
@@ -425,7 +440,7 @@ def _attribute_ranks(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col("_n").median().alias("_repeats"))
         .collect()
     )
-    main_process = unranked_progress & (_lookup("_fid", repeats, "_repeats", pl.Float64) <= 1)
+    main_process = unranked_progress & (per_file.gather(repeats, "_repeats", pl.Float64) <= 1)
     frame = frame.with_columns(
         pl.when((_in_families(facts, "trainer_log") & rankless) | main_process)
         .then(pl.lit(0, pl.Int64))
@@ -435,44 +450,82 @@ def _attribute_ranks(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
     # local rank + node rank + processes per node -> global rank, where the layout says enough
     inferred = pl.col("node_rank") * pl.col("_nproc") + pl.col("local_rank")
     frame = frame.with_columns(
-        pl.when(pl.col("rank").is_null() & inferred.is_not_null()).then(pl.lit("inferred")).otherwise(pl.col("rank_source")).alias("rank_source"),
+        pl.when(pl.col("rank").is_null() & inferred.is_not_null()).then(pl.lit(_SOURCE["inferred"], pl.UInt8))
+        .otherwise(pl.col("_source")).alias("_source"),
         pl.coalesce(pl.col("rank"), inferred).alias("rank"),
     )
-    return _ranks_from_pids(frame, facts)
+    frame = _ranks_from_pids(frame, facts, per_file)
+    names = pl.Series([None, *_SOURCE], dtype=pl.String)
+    return frame.with_columns(pl.lit(names).gather(pl.col("_source")).alias("rank_source"))
 
 
-def _nodes(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
-    """Node name, node rank and processes per node."""
+# rank_source while ranks are worked out: a small code, named once at the end
+_SOURCE: dict[str, int] = {"prefix": 1, "path": 2, "content": 3, "inferred": 4}
+
+
+class _PerFile:
+    """Per-file values handed to every row of the file by file id: a gather through an array
+    with one slot per file, cheaper than a hash lookup per row."""
+
+    def __init__(self, files: int) -> None:
+        self.files = files
+
+    def gather(self, table: pl.DataFrame, value: str, dtype: pl.DataType) -> pl.Expr:
+        """``table``'s ``value`` (one row per ``_fid``, absent files null) on each row, named ``value``."""
+        slots = pl.Series(value, [None] * self.files, dtype=dtype)
+        if table.height:
+            slots = slots.scatter(table.get_column("_fid").cast(pl.Int64), table.get_column(value).cast(dtype))
+        return pl.lit(slots).gather(pl.col("_fid")).alias(value)
+
+
+def _nodes(frame: pl.DataFrame, facts: pl.DataFrame, per_file: _PerFile) -> pl.DataFrame:
+    """Node name, node rank and processes per node (all of them facts of a file's node)."""
     # a file's node: its path, else the host its agent/NCCL lines name most often
-    path_node = _fact(facts, "path_node")
     hosts = (
-        frame.lazy().filter(path_node.is_null())
+        frame.lazy().filter(_fact(facts, "path_node").is_null())
         .with_columns(pl.coalesce("_cfe_host", "host").alias("_h"))
         .filter(pl.col("_h").is_not_null())
         .group_by("_fid")
         .agg(pl.col("_h").mode().sort().first().alias("_file_host"))
         .collect()
     )
-    frame = frame.with_columns(pl.coalesce(path_node, _lookup("_fid", hosts, "_file_host", pl.String)).alias("node"))
-    nodes = frame.select(pl.col("node").drop_nulls().unique()).to_series().to_list()
+    # what each file tells of its node; files without rows in the timeline are left out
+    files = (
+        frame.lazy()
+        .group_by("_fid")
+        .agg(
+            pl.col("_arg_node_rank").drop_nulls().first().alias("_arg_rank"),
+            pl.col("_arg_nproc").drop_nulls().first().alias("_arg_nproc"),
+            pl.col("local_rank").max().alias("_max_local"),
+            (pl.col("_cfe_rank") - pl.col("_cfe_lr")).drop_nulls().first().alias("_cfe_base"),
+        )
+        .sort("_fid")
+        .collect()
+    )
+    files = files.with_columns(
+        pl.coalesce(
+            pl.lit(facts.get_column("path_node")).gather(pl.col("_fid")),
+            pl.col("_fid").replace_strict(hosts.get_column("_fid"), hosts.get_column("_file_host"), default=None, return_dtype=pl.String),
+        ).alias("node"),
+        pl.lit(facts.get_column("path_node_rank")).gather(pl.col("_fid")).alias("_pod_rank"),
+    )
+    nodes = files.select(pl.col("node").drop_nulls().unique()).to_series().to_list()
     if len(nodes) == 1:
-        frame = frame.with_columns(pl.col("node").fill_null(nodes[0]))
+        files = files.with_columns(pl.col("node").fill_null(nodes[0]))
     # node rank: pod index, --node_rank printed by the node's launcher, the ChildFailedError ranks
-    node_facts = frame.group_by("node").agg(
-        _fact(facts, "path_node_rank").drop_nulls().first().alias("_pod_rank"),
-        pl.col("_arg_node_rank").drop_nulls().first().alias("_arg_rank"),
-        pl.col("_arg_nproc").drop_nulls().first().alias("_arg_nproc"),
-        (pl.col("local_rank").max() + 1).alias("_seen_nproc"),
-        (pl.col("_cfe_rank") - pl.col("_cfe_lr")).drop_nulls().first().alias("_cfe_base"),
+    # (in file order, so "first" is the first line that says it)
+    node_facts = files.group_by("node", maintain_order=True).agg(
+        pl.col("_pod_rank").drop_nulls().first(),
+        pl.col("_arg_rank").drop_nulls().first(),
+        pl.col("_arg_nproc").drop_nulls().first(),
+        (pl.col("_max_local").max() + 1).alias("_seen_nproc"),
+        pl.col("_cfe_base").drop_nulls().first(),
     )
     node_facts = node_facts.with_columns(pl.coalesce("_arg_nproc", "_seen_nproc").alias("_nproc"))
     nproc = node_facts.select(pl.col("_nproc").max()).item() if node_facts.height else None
     named = node_facts.filter(pl.col("node").is_not_null()).sort("node")
-    if named.height <= 1:
-        order = {name: 0 for name in named["node"].to_list()}
-    else:
-        # sorted host names are only a guess at node order; used last
-        order = {name: i for i, name in enumerate(named["node"].to_list())}
+    # sorted host names are only a guess at node order; used last
+    order = {name: (i if named.height > 1 else 0) for i, name in enumerate(named["node"].to_list())}
     node_facts = node_facts.with_columns(
         pl.coalesce(
             pl.col("_pod_rank"),
@@ -481,21 +534,21 @@ def _nodes(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
             pl.col("node").replace_strict(order, default=None, return_dtype=pl.Int64),
             pl.when(pl.lit(len(nodes) <= 1)).then(pl.lit(0, pl.Int64)),
         ).alias("node_rank"),
-        pl.lit(nproc, dtype=pl.Int64).alias("_nproc"),
-    ).select("node", "node_rank", "_nproc")
-    unnamed = node_facts.filter(pl.col("node").is_null())
-    unnamed_rank = unnamed["node_rank"][0] if unnamed.height else None
+    ).select("node", "node_rank")
+    files = files.join(node_facts, on="node", how="left", nulls_equal=True)
     return frame.with_columns(
-        pl.when(pl.col("node").is_null()).then(pl.lit(unnamed_rank, pl.Int64))
-        .otherwise(_lookup("node", node_facts.drop_nulls("node"), "node_rank", pl.Int64)).alias("node_rank"),
+        per_file.gather(files, "node", pl.String),
+        per_file.gather(files, "node_rank", pl.Int64),
         pl.lit(nproc, dtype=pl.Int64).alias("_nproc"),
     )
 
 
-def _ranks_from_pids(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
+def _ranks_from_pids(frame: pl.DataFrame, facts: pl.DataFrame, per_file: _PerFile) -> pl.DataFrame:
     """Rows that know only their process id (py-spy dumps, plogs) take the rank of that pid."""
     known = (
-        frame.lazy().filter(pl.col("pid").is_not_null() & pl.col("rank").is_not_null() & (pl.col("rank_source") != "inferred"))
+        frame.lazy().filter(
+            pl.col("pid").is_not_null() & pl.col("rank").is_not_null() & (pl.col("_source") != _SOURCE["inferred"])
+        )
         .group_by("pid")
         .agg(pl.col("rank").n_unique().alias("_n"), pl.col("rank").first().alias("_pid_rank"))
         .filter(pl.col("_n") == 1)
@@ -509,11 +562,15 @@ def _ranks_from_pids(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("_n") == 1)
         .collect()
     )
-    any_pid = pl.coalesce(pl.col("pid"), _lookup("_fid", file_pid, "_file_pid", pl.Int64), _fact(facts, "path_pid"))
+    # (only the rows without a rank look theirs up)
+    unranked = pl.col("rank").is_null()
+    any_pid = pl.when(unranked).then(
+        pl.coalesce(pl.col("pid"), per_file.gather(file_pid, "_file_pid", pl.Int64), _fact(facts, "path_pid"))
+    )
     frame = frame.with_columns(_lookup("pid", known, "_pid_rank", pl.Int64, key_expr=any_pid))
-    by_pid = pl.col("rank").is_null() & pl.col("_pid_rank").is_not_null()
+    by_pid = unranked & pl.col("_pid_rank").is_not_null()
     return frame.with_columns(
-        pl.when(by_pid).then(pl.lit("inferred")).otherwise(pl.col("rank_source")).alias("rank_source"),
+        pl.when(by_pid).then(pl.lit(_SOURCE["inferred"], pl.UInt8)).otherwise(pl.col("_source")).alias("_source"),
         pl.coalesce("rank", "_pid_rank").alias("rank"),
     )
 
