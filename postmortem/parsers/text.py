@@ -48,8 +48,8 @@ def parse_text(lines: pl.DataFrame, *, keep: str | None = None, keep_all: bool =
         frame = _drop_chatter(frame, keep)
     # the per-line extraction as one lazy query: polars then shares common subexpressions and
     # runs it in morsels on the streaming engine
-    lazy = _kinds(_fields(_progress(_timestamps_and_levels(frame.lazy()))))
-    frame = lazy.collect(engine="streaming")
+    lazy = _kinds(_progress(_timestamps_and_levels(frame.lazy().with_row_index("_row"))))
+    frame = _fields(lazy.collect(engine="streaming"))
     frame = _records(frame)
     frame = _child_failed_entries(frame)
     frame = frame if keep_all else _keep_rows(frame, keep)
@@ -244,17 +244,27 @@ def _gated(name: str) -> pl.Expr:
 _METRICS: dict[str, str] = {"loss": P.LOSS, "grad_norm": P.GRAD_NORM, "lr": P.LR}
 
 
-def _fields(frame: pl.LazyFrame) -> pl.LazyFrame:
-    """Extract error and collective fields on the rows that can carry them."""
+def _fields(frame: pl.DataFrame) -> pl.DataFrame:
+    """Training metrics, and error and collective fields on the rows that can carry them.
+
+    The error and collective extractors run on a filtered copy of the few hinted rows, and
+    their values are scattered back: over a whole batch even a column masked to those rows
+    costs twenty times more (each extractor builds a struct the batch's length).
+    """
     msg = pl.col("message")
-    frame = frame.with_row_index("_row").with_columns(
-        pl.when(msg.str.contains(P.FIELD_HINTS_RE) | msg.str.starts_with("[Rank")).then(msg).alias("_hinted"),
-        pl.when(msg.str.contains(P.METRIC_HINTS_RE)).then(msg).alias("_metric"),
-    )
-    frame = frame.with_columns(
-        *(pl.col("_metric").str.extract(p, 1).alias(name) for name, p in _METRICS.items()),
-        *(_gated(name).str.extract_groups(p).alias(name) for name, p in _EXTRACTORS.items()),
-    )
+    metric = pl.when(msg.str.contains(P.METRIC_HINTS_RE)).then(msg)
+    frame = frame.with_columns(metric.alias("_metric")).with_columns(
+        *(pl.col("_metric").str.extract(p, 1).str.to_lowercase().cast(pl.Float64, strict=False).alias(name)
+          for name, p in _METRICS.items()),
+    ).drop("_metric")
+    hinted = msg.str.contains(P.FIELD_HINTS_RE) | msg.str.starts_with("[Rank")
+    rows = frame.lazy().filter(hinted).select("_row", msg.alias("_hinted")).collect()
+    rows = rows.with_columns(*(_gated(name).str.extract_groups(p).alias(name) for name, p in _EXTRACTORS.items()))
+    return _scatter(frame, rows.select("_row", *_field_values()), _FIELD_DTYPES)
+
+
+def _field_values() -> list[pl.Expr]:
+    """The fields, from the extractors' struct columns."""
 
     def f(struct: str, name: str) -> pl.Expr:
         return pl.col(struct).struct.field(name)
@@ -272,8 +282,7 @@ def _fields(frame: pl.LazyFrame) -> pl.LazyFrame:
         f("_ex", "cfe_pid"), f("_ex", "agent_pid"), f("_ex", "sig_pid"), f("_ex", "term_pid"),
         *(f("_pid", n) for n in ("npu_pid", "cann_pid", "plog_pid", "plog_pid2")), f("_nh", "pid"),
     )
-    return frame.with_columns(
-        *(pl.col(name).str.to_lowercase().cast(pl.Float64, strict=False) for name in _METRICS),
+    return [
         f("_exc", "exc").alias("exc_type"),
         pl.coalesce(f("_ec", "err"), f("_ec", "ei"), f("_ec", "ei2"), f("_ec", "nccl")).alias("error_code"),
         as_int("_ex", "cfe_code", "agent_code").alias("exit_code"),
@@ -292,7 +301,15 @@ def _fields(frame: pl.LazyFrame) -> pl.LazyFrame:
         f("_nr", "rank").cast(pl.Int64, strict=False).alias("_nccl_rank"),
         pl.coalesce(f("_self", n) for n in ("rank", "swift", "of")).cast(pl.Int64, strict=False).alias("_line_rank"),
         f("_ex", "agent_lr").cast(pl.Int64, strict=False).alias("_agent_lr"),
-    ).drop("_hinted", "_metric", *_EXTRACTORS)
+    ]
+
+
+_FIELD_DTYPES: dict[str, pl.DataType] = {
+    "exc_type": pl.String(), "error_code": pl.String(), "exit_code": pl.Int64(), "signal": pl.String(), "pid": pl.Int64(),
+    "host": pl.String(), "pg": pl.String(), "seq": pl.Int64(), "op_type": pl.String(), "numel": pl.Int64(),
+    "timeout_ms": pl.Int64(), "ran_ms": pl.Int64(), "last_enqueued": pl.Int64(), "last_completed": pl.Int64(),
+    "_npu_rank": pl.Int64(), "_nccl_rank": pl.Int64(), "_line_rank": pl.Int64(), "_agent_lr": pl.Int64(),
+}
 
 
 def _kinds(frame: pl.LazyFrame) -> pl.LazyFrame:
@@ -334,11 +351,15 @@ def _records(frame: pl.DataFrame) -> pl.DataFrame:
 
 def _scatter(frame: pl.DataFrame, values: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:
     """Write ``values``' columns into ``frame`` at the rows ``values["_row"]`` names (``_row`` is
-    ``frame``'s row index); the other rows keep what they had. No join, no re-sort."""
+    ``frame``'s row index); the other rows keep what they had, or null for a new column. No
+    join, no re-sort."""
     rows = values.get_column("_row")
     out = []
     for name, dtype in columns.items():
-        column = frame.get_column(name).cast(dtype).clone()
+        if name in frame.columns:
+            column = frame.get_column(name).cast(dtype).clone()
+        else:
+            column = pl.repeat(None, frame.height, dtype=dtype, eager=True).alias(name)
         out.append(column.scatter(rows, values.get_column(name).cast(dtype)))
     return frame.with_columns(out)
 
