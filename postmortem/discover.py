@@ -44,19 +44,42 @@ _HEAD_PATTERNS: dict[str, re.Pattern[str]] = {
 }
 
 
-# Literals one of which every match of the pattern contains: Python's ``re`` scans unanchored
-# alternations slowly, so a head with none of these is not searched at all.
+# Literals one of which every match of the pattern contains: Python's ``re`` scans heads
+# slowly, so a head with none of these is not searched at all (and a pattern that must match
+# on a share of the lines is not searched when the literals occur too rarely).
 _HEAD_LITERALS: dict[str, tuple[str, ...]] = {
+    "pyspy": ("Python v",),
+    "pyspy_thread": ("Thread ",),
+    "torchrun_prefix": ("[default", "[rank"),
     "elastic": ("torch.distributed.", "torch/distributed/", "ChildFailedError", "Starting elastic_operator", "WARNING:__main__:"),
+    "srun": (": ",),
+    "nccl": ("NCCL ",),
+    "plog": ("ERROR] ", "WARNING] ", "INFO] ", "DEBUG] ", "EVENT] "),
     "npu": ("(PID:", "EI", "EJ", "EH", "EE", "EZ", "torch_npu", "CANN"),
+    "trainer": (
+        "'loss': ", '"loss": ', "global_step/max_steps", "iteration", "train_inner", "[INFO|", ":swift]", "step", "<",
+        "] [INFO] [", "] [WARNING] [",
+    ),
 }
+# Alternatives of a pattern that are plain literals: found by ``in``, the pattern need not run.
+_HEAD_EXACT: dict[str, tuple[str, ...]] = {"trainer": ("{'loss': ", '{"loss": ', "train_inner")}
 
 
 def _head_search(name: str, head: str) -> bool:
-    literals = _HEAD_LITERALS.get(name)
-    if literals is not None and not any(lit in head for lit in literals):
+    if any(lit in head for lit in _HEAD_EXACT.get(name, ())):
+        return True
+    if not any(lit in head for lit in _HEAD_LITERALS[name]):
         return False
     return _HEAD_PATTERNS[name].search(head) is not None
+
+
+def _dominates(name: str, head: str, share: float) -> bool:
+    """True when the pattern ``name`` matches on at least ``share`` of the head's lines."""
+    needed = max(1, int(max(1, head.count("\n")) * share))
+    # each matching line holds one of the literals at least once
+    if sum(head.count(lit) for lit in _HEAD_LITERALS[name]) < needed:
+        return False
+    return len(_HEAD_PATTERNS[name].findall(head)) >= needed
 
 
 @dataclass(frozen=True)
@@ -167,21 +190,21 @@ def classify_head(head_bytes: bytes, rel: str) -> str | None:
             return family
     if _ERROR_JSON_PATH.search(name):
         return "elastic_error"
-    if _HEAD_PATTERNS["pyspy"].search(head) or _HEAD_PATTERNS["pyspy_thread"].search(head):
+    if _head_search("pyspy", head) or _head_search("pyspy_thread", head):
         return "pyspy"
     if _LOGDIR_PATH.search(name):
         return "torchrun_logdir"
-    if _PLOG_NAME.search(name) or _dominates(_HEAD_PATTERNS["plog"], head, 0.3):
+    if _PLOG_NAME.search(name) or _dominates("plog", head, 0.3):
         return "ascend_plog"
-    if _dominates(_HEAD_PATTERNS["srun"], head, 0.6) and not _IP_ADDR_DUMP.search(head):
+    if _dominates("srun", head, 0.6) and not _IP_ADDR_DUMP.search(head):
         return "slurm"
     if _POD_NAME.search(Path(name).stem) or _POD_NAME.search(Path(name).parent.name):
         return "k8s_pod"
-    if _HEAD_PATTERNS["torchrun_prefix"].search(head) or _head_search("elastic", head):
+    if _head_search("torchrun_prefix", head) or _head_search("elastic", head):
         return "torchrun_console"
-    if _dominates(_HEAD_PATTERNS["nccl"], head, 0.3):
+    if _dominates("nccl", head, 0.3):
         return "nccl_debug"
-    if _HEAD_PATTERNS["trainer"].search(head):
+    if _head_search("trainer", head):
         return "trainer_log"
     if _head_search("npu", head):
         return "ascend_plog"
@@ -200,8 +223,3 @@ def _json_family(head: str, name: str) -> str | None:
         if '"message"' in head and (_ERROR_JSON_PATH.search(name) or '"extraInfo"' in head or '"errorCode"' in head):
             return "elastic_error"
     return None
-
-
-def _dominates(pattern: re.Pattern[str], head: str, share: float) -> bool:
-    lines = max(1, head.count("\n"))
-    return len(pattern.findall(head)) >= max(1, int(lines * share))
