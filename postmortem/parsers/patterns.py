@@ -22,9 +22,10 @@ RANK_PREFIX = (
 # §8: timestamps. Dated shapes: ISO-like (asctime, DeepSpeed, Megatron, fairseq, hydra, NCCL >= 2.26,
 # kubectl, ChildFailedError time), CANN / torch_npu (2026-05-27-19:52:41[.499.235]), HF examples
 # (05/11/2024 10:00:00). Year-less c10/glog headers ([E1206 18:44:12.715298746 ..., W0801 13:23:17.366000).
+# (no capture group: the whole match is the stamp, and a match without captures is cheaper)
 DATED_TIMESTAMP = (
-    r"(\d{4}-\d\d-\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?|\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?"
-    r"|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)"
+    r"\d{4}-\d\d-\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?|\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?"
+    r"|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d"
 )
 GLOG_TIMESTAMP = r"^\[?[IWEFCV](\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?)"
 

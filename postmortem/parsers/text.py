@@ -149,7 +149,7 @@ def _timestamps_and_levels(frame: pl.LazyFrame) -> pl.LazyFrame:
     # One capture-free search finds the stamp; each shape is then parsed by strptime, which
     # is far cheaper than one regex with two dozen capture groups.
     frame = frame.with_columns(head.alias("_head")).with_columns(
-        pl.col("_head").str.extract(P.DATED_TIMESTAMP, 1).alias("_dated"),
+        pl.col("_head").str.extract(P.DATED_TIMESTAMP, 0).alias("_dated"),
         pl.col("_head").str.extract(P.GLOG_TIMESTAMP, 1).alias("_glog"),
     )
     dated, glog = pl.col("_dated"), pl.col("_glog")
@@ -194,7 +194,9 @@ def _progress(frame: pl.LazyFrame) -> pl.LazyFrame:
     msg = pl.col("message")
     names = [f"_f{i}" for i in range(len(P.PROGRESS_FORMATS))]
     found = [pl.col(name) for name in names]
-    frame = frame.with_columns(pl.when(msg.str.contains(P.PROGRESS_ANY)).then(msg).alias("_p"))
+    # (no prefilter: after the chatter is dropped, most lines left are progress lines, and each
+    # format's literals already prefilter its regex)
+    frame = frame.with_columns(msg.alias("_p"))
     frame = frame.with_columns(pl.col("_p").str.extract_groups(p).alias(n) for n, p in zip(names[:3], P.PROGRESS_FORMATS[:3], strict=True))
     undecided = pl.coalesce(f.struct.field("step") for f in found[:3]).is_null()
     frame = frame.with_columns(
