@@ -46,17 +46,18 @@ def parse_text(lines: pl.DataFrame, *, keep: str | None = None, keep_all: bool =
     frame = _strip_prefixes(lines)
     if not keep_all:
         frame = _drop_chatter(frame, keep)
-    # the per-line extraction as one lazy query: polars then shares common subexpressions and
-    # runs it in morsels on the streaming engine
-    lazy = _kinds(_progress(_timestamps_and_levels(frame.lazy().with_row_index("_row"))))
+    # the per-line extraction as lazy queries: polars then shares common subexpressions and
+    # runs them in morsels on the streaming engine
+    lazy = _kinds(_progress(_levels(frame.lazy().with_row_index("_row"))))
     frame = _fields(lazy.collect(engine="streaming"))
     frame = _records(frame)
     frame = _child_failed_entries(frame)
     frame = frame if keep_all else _keep_rows(frame, keep)
-    frame = frame.with_columns(
+    # what deciding which lines to keep does not need is extracted from the kept lines only
+    frame = _timestamps(frame.lazy()).with_columns(
         pl.col("message").str.extract(P.NODE_RANK_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_node_rank"),
         pl.col("message").str.extract(P.NPROC_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_nproc"),
-    ).drop("_row", "_has_pfx", "_rec_kind", "family")
+    ).drop("_row", "_has_pfx", "_rec_kind", "family").collect(engine="streaming")
     # most extracted fields are null on every line of a batch: a constant costs no memory
     empty = [name for name, column in frame.to_dict().items() if column.null_count() == frame.height]
     return frame.with_columns(pl.lit(None, frame.schema[name]).alias(name) for name in empty)
@@ -144,7 +145,7 @@ def _drop_chatter(frame: pl.DataFrame, keep: str | None) -> pl.DataFrame:
     return frame.filter(pl.col("_candidate")).drop("_candidate")
 
 
-def _timestamps_and_levels(frame: pl.LazyFrame) -> pl.LazyFrame:
+def _timestamps(frame: pl.LazyFrame) -> pl.LazyFrame:
     head = pl.col("message").str.slice(0, _HEAD)
     # One capture-free search finds the stamp; each shape is then parsed by strptime, which
     # is far cheaper than one regex with two dozen capture groups.
@@ -166,13 +167,16 @@ def _timestamps_and_levels(frame: pl.LazyFrame) -> pl.LazyFrame:
     glog_text = pl.when(nanos).then(glog.str.slice(0, glog.str.len_chars() - 10)).otherwise(glog)
     # 2000 is a leap year, so 29 February parses; the real year is filled in later
     glog_ts = pl.when(glog_text.str.find(" ") == 3).then(pl.lit("20000") + glog_text).otherwise(pl.lit("2000") + glog_text)
-    frame = frame.with_columns(
+    return frame.with_columns(
         glog_ts.str.strptime(pl.Datetime("us"), "%Y%m%d %H:%M:%S%.f", strict=False).alias("_glog_ts"),
     ).with_columns(
         pl.coalesce(pl.col("_glog_ts"), iso, cann, us).alias("ts"),
         pl.col("_glog_ts").is_not_null().alias("_no_year"),
-    ).drop("_dated", "_glog", "_glog_ts")
-    lv = pl.col("_head").str.extract_groups(P.LEVEL)
+    ).drop("_dated", "_glog", "_glog_ts", "_head")
+
+
+def _levels(frame: pl.LazyFrame) -> pl.LazyFrame:
+    lv = pl.col("message").str.slice(0, _HEAD).str.extract_groups(P.LEVEL)
     frame = frame.with_columns(lv.alias("_l")).unnest("_l")
     word = pl.col("word").str.to_uppercase()
     level = (
@@ -180,7 +184,7 @@ def _timestamps_and_levels(frame: pl.LazyFrame) -> pl.LazyFrame:
         .then(pl.col("glog").replace_strict({"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL", "C": "CRITICAL"}, default=None))
         .otherwise(word.replace({"WARN": "WARNING", "FATAL": "CRITICAL"}))
     )
-    return frame.with_columns(level.alias("level")).drop("glog", "word", "_head")
+    return frame.with_columns(level.alias("level")).drop("glog", "word")
 
 
 def _progress(frame: pl.LazyFrame) -> pl.LazyFrame:
@@ -256,7 +260,7 @@ def _fields(frame: pl.DataFrame) -> pl.DataFrame:
     msg = pl.col("message")
     metric = pl.when(msg.str.contains(P.METRIC_HINTS_RE)).then(msg)
     frame = frame.with_columns(metric.alias("_metric")).with_columns(
-        *(pl.col("_metric").str.extract(p, 1).str.to_lowercase().cast(pl.Float64, strict=False).alias(name)
+        *(pl.col("_metric").str.extract(p, 1).cast(pl.Float64, strict=False).alias(name)  # (casting reads NaN, Inf)
           for name, p in _METRICS.items()),
     ).drop("_metric")
     hinted = msg.str.contains(P.FIELD_HINTS_RE) | msg.str.starts_with("[Rank")
