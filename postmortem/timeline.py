@@ -29,7 +29,10 @@ from postmortem.schema import conform
 # equally fast), small enough that the batches in flight, whose working memory the allocator
 # keeps, stay a small part of the peak (1 GB benchmark: 1.75 GB peak at 16 MB, 2.03 GB at 32 MB).
 BATCH_BYTES = 16 << 20
-PARSE_THREADS = 2
+# Batches parsed at once. More threads than cores pays: each batch's stages have serial parts
+# (Python glue, single-threaded kernels) that other batches fill (1 GB benchmark, 2 cores:
+# 2 threads 19.8-21.3 s, 4 threads 18.6-20.1 s, peak RSS about 60 MB higher).
+PARSE_THREADS = 4
 
 _PATH_RANK = re.compile(r"(?:^|[/_.-])(?:rank|proc|process)[_-]?(\d+)(?=[/_.-]|$)", re.IGNORECASE)
 _PATH_LOCAL_RANK = re.compile(r"(?:^|/)attempt_\d+/(\d+)/")
@@ -88,8 +91,8 @@ def build_timeline(
     workers = workers or min(8, (os.cpu_count() or 2) * 2)
     facts = _path_facts(inventory.files)
     fids = {f.rel: i for i, f in enumerate(inventory.files)}
-    # Reading runs in a pool of threads; each batch is parsed in another pool so that two
-    # batches' polars kernels (which release the GIL) keep both cores busy.
+    # Reading runs in a pool of threads; batches are parsed in another pool so that several
+    # batches' polars kernels (which release the GIL) keep the cores busy.
     pending: list[Future[pl.DataFrame | None]] = []
     with ThreadPoolExecutor(max_workers=workers) as pool, ThreadPoolExecutor(max_workers=PARSE_THREADS) as parsers:
         for batch in _batches(inventory.files):
