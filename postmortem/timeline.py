@@ -23,7 +23,7 @@ from postmortem.parsers.flight_recorder import RejectedDump, align_trace_clock, 
 from postmortem.parsers.structured import parse_elastic_error, parse_pyspy_json, parse_pyspy_text
 from postmortem.parsers.text import parse_files
 from postmortem.reading import Unreadable, decode, looks_binary, read_bytes
-from postmortem.schema import conform
+from postmortem.schema import RANK_SOURCES, conform
 
 # Text parsed per batch: large enough that polars' per-call costs vanish (16 MB and 32 MB run
 # equally fast), small enough that the batches in flight, whose working memory the allocator
@@ -265,16 +265,30 @@ _FACT_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def _fact(facts: pl.DataFrame, name: str) -> pl.Expr:
-    """Each row's file's ``name`` from the per-file table, by file id (a gather, not a join:
-    the per-file facts are never carried on every row)."""
-    return pl.lit(facts.get_column(name)).gather(pl.col("_fid")).alias(name)
+class _FileTable:
+    """The job's files by id (row ``i`` of ``facts`` is file id ``i``), and what is known of a
+    whole file handed to each of its rows: a gather by file id through an array with one slot
+    per file, neither a join nor a hash lookup per row, and never a column carried on every row
+    before it is needed."""
 
+    def __init__(self, facts: pl.DataFrame) -> None:
+        self.facts = facts
 
-def _in_families(facts: pl.DataFrame, *families: str) -> pl.Expr:
-    """True on the rows of files of one of ``families``."""
-    fids = facts.with_row_index("_fid").filter(pl.col("family").is_in(families)).get_column("_fid").cast(pl.Int64)
-    return pl.col("_fid").is_in(fids.implode())
+    def fact(self, name: str) -> pl.Expr:
+        """Each row's file's path fact ``name`` (see :func:`_path_facts`)."""
+        return pl.lit(self.facts.get_column(name)).gather(pl.col("_fid")).alias(name)
+
+    def of_families(self, *families: str) -> pl.Expr:
+        """True on the rows of files of one of ``families``."""
+        fids = self.facts.with_row_index("_fid").filter(pl.col("family").is_in(families)).get_column("_fid")
+        return pl.col("_fid").is_in(fids.cast(pl.Int64).implode())
+
+    def gather(self, table: pl.DataFrame, value: str, dtype: pl.DataType) -> pl.Expr:
+        """``table``'s ``value`` (one row per ``_fid``; files not in it are null) on each row."""
+        slots = pl.Series(value, [None] * self.facts.height, dtype=dtype)
+        if table.height:
+            slots = slots.scatter(table.get_column("_fid").cast(pl.Int64), table.get_column(value).cast(dtype))
+        return pl.lit(slots).gather(pl.col("_fid")).alias(value)
 
 
 def _finish(parts: list[pl.DataFrame], inventory: Inventory, facts: pl.DataFrame) -> pl.DataFrame:
@@ -299,15 +313,16 @@ def _finish(parts: list[pl.DataFrame], inventory: Inventory, facts: pl.DataFrame
         frame = frame.drop(stale)
     # lookups through small per-file, per-node and per-pid tables, never joins: the frame keeps
     # its row order and no column is copied
-    frame = _attribute_ranks(frame, facts)
+    by_file = _FileTable(facts)
+    frame = _attribute_ranks(frame, by_file)
     # record ids, unique over the job: number the (file, first row) pairs of the few record rows
     key = pl.col("_fid") * (1 << 32) + pl.col("_rec_row")
     keys = frame.lazy().filter(pl.col("_rec_row").is_not_null()).select(key.alias("k")).unique(maintain_order=True).collect()
     numbered = {k: i for i, k in enumerate(keys.get_column("k").to_list(), start=1)}
     frame = frame.with_columns(
         key.replace_strict(numbered, default=None, return_dtype=pl.Int64).alias("record"),
-        _fact(facts, "file"),
-        _fact(facts, "family"),
+        by_file.fact("file"),
+        by_file.fact("family"),
     )
     return conform(frame)
 
@@ -388,17 +403,16 @@ def _mtime_year(inventory: Inventory) -> int:
     return datetime.now().year  # text with no file behind it (rule examples)
 
 
-def _attribute_ranks(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
+def _attribute_ranks(frame: pl.DataFrame, by_file: _FileTable) -> pl.DataFrame:
     """Global rank, local rank, node and node rank for every row, with ``rank_source``.
 
     What is known of a whole file or node is worked out on small per-file tables and handed
-    to the rows by file id (a gather), never by a window or a join over every row.
+    to the rows by file id, never by a window or a join over every row.
     """
-    per_file = _PerFile(facts.height)
     npu_rank = pl.when(pl.col("_npu_rank") >= 0).then(pl.col("_npu_rank"))
     self_rank = pl.coalesce(pl.col("_line_rank"), npu_rank, pl.col("_nccl_rank"))
     frame = frame.with_columns(
-        pl.coalesce(pl.col("pfx_local"), _fact(facts, "path_local_rank"), pl.col("_cfe_lr"), pl.col("_agent_lr")).alias("local_rank"),
+        pl.coalesce(pl.col("pfx_local"), by_file.fact("path_local_rank"), pl.col("_cfe_lr"), pl.col("_agent_lr")).alias("local_rank"),
         pl.coalesce(pl.col("_cfe_rank"), self_rank).alias("_content_rank"),
         self_rank.alias("_self_rank"),
     )
@@ -411,7 +425,7 @@ def _attribute_ranks(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
         lazy.filter(
             pl.col("_self_rank").is_not_null()
             & ~has_prefix
-            & _in_families(facts, "trainer_log", "ascend_plog", "nccl_debug", "generic", "torchrun_logdir")
+            & by_file.of_families("trainer_log", "ascend_plog", "nccl_debug", "generic", "torchrun_logdir")
         )
         .group_by("_fid")
         .agg(pl.col("_self_rank").n_unique().alias("_n"), pl.col("_self_rank").first().alias("_file_rank"))
@@ -420,13 +434,13 @@ def _attribute_ranks(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
     )
     # an srun label is the global rank when it is the only rank marker; with torchrun inside
     # srun (rank prefixes present) it is the node index instead
-    srun_is_rank = _in_families(facts, "slurm") & ~has_prefix
+    srun_is_rank = by_file.of_families("slurm") & ~has_prefix
     frame = frame.with_columns(
         pl.coalesce(pl.col("pfx_rank"), pl.when(srun_is_rank).then(pl.col("srun"))).alias("pfx_rank"),
-        per_file.gather(file_rank, "_file_rank", pl.Int64),
+        by_file.gather(file_rank, "_file_rank", pl.Int64),
     )
-    frame = _nodes(frame, facts, per_file)
-    path_rank = _fact(facts, "path_rank")
+    frame = _nodes(frame, by_file)
+    path_rank = by_file.fact("path_rank")
     frame = frame.with_columns(
         pl.when(pl.col("pfx_rank").is_not_null()).then(pl.lit(_SOURCE["prefix"]))
         .when(path_rank.is_not_null()).then(pl.lit(_SOURCE["path"]))
@@ -451,9 +465,9 @@ def _attribute_ranks(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col("_n").median().alias("_repeats"))
         .collect()
     )
-    main_process = unranked_progress & (per_file.gather(repeats, "_repeats", pl.Float64) <= 1)
+    main_process = unranked_progress & (by_file.gather(repeats, "_repeats", pl.Float64) <= 1)
     frame = frame.with_columns(
-        pl.when((_in_families(facts, "trainer_log") & rankless) | main_process)
+        pl.when((by_file.of_families("trainer_log") & rankless) | main_process)
         .then(pl.lit(0, pl.Int64))
         .otherwise(pl.col("local_rank"))
         .alias("local_rank")
@@ -465,35 +479,20 @@ def _attribute_ranks(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("_source")).alias("_source"),
         pl.coalesce(pl.col("rank"), inferred).alias("rank"),
     )
-    frame = _ranks_from_pids(frame, facts, per_file)
-    names = pl.Series([None, *_SOURCE], dtype=pl.String)
+    frame = _ranks_from_pids(frame, by_file)
+    names = pl.Series([None, *RANK_SOURCES], dtype=pl.String)
     return frame.with_columns(pl.lit(names).gather(pl.col("_source")).alias("rank_source"))
 
 
 # rank_source while ranks are worked out: a small code, named once at the end
-_SOURCE: dict[str, int] = {"prefix": 1, "path": 2, "content": 3, "inferred": 4}
+_SOURCE: dict[str, int] = {name: code for code, name in enumerate(RANK_SOURCES, start=1)}
 
 
-class _PerFile:
-    """Per-file values handed to every row of the file by file id: a gather through an array
-    with one slot per file, cheaper than a hash lookup per row."""
-
-    def __init__(self, files: int) -> None:
-        self.files = files
-
-    def gather(self, table: pl.DataFrame, value: str, dtype: pl.DataType) -> pl.Expr:
-        """``table``'s ``value`` (one row per ``_fid``, absent files null) on each row, named ``value``."""
-        slots = pl.Series(value, [None] * self.files, dtype=dtype)
-        if table.height:
-            slots = slots.scatter(table.get_column("_fid").cast(pl.Int64), table.get_column(value).cast(dtype))
-        return pl.lit(slots).gather(pl.col("_fid")).alias(value)
-
-
-def _nodes(frame: pl.DataFrame, facts: pl.DataFrame, per_file: _PerFile) -> pl.DataFrame:
+def _nodes(frame: pl.DataFrame, by_file: _FileTable) -> pl.DataFrame:
     """Node name, node rank and processes per node (all of them facts of a file's node)."""
     # a file's node: its path, else the host its agent/NCCL lines name most often
     hosts = (
-        frame.lazy().filter(_fact(facts, "path_node").is_null())
+        frame.lazy().filter(by_file.fact("path_node").is_null())
         .with_columns(pl.coalesce("_cfe_host", "host").alias("_h"))
         .filter(pl.col("_h").is_not_null())
         .group_by("_fid")
@@ -515,10 +514,10 @@ def _nodes(frame: pl.DataFrame, facts: pl.DataFrame, per_file: _PerFile) -> pl.D
     )
     files = files.with_columns(
         pl.coalesce(
-            pl.lit(facts.get_column("path_node")).gather(pl.col("_fid")),
+            by_file.fact("path_node"),
             pl.col("_fid").replace_strict(hosts.get_column("_fid"), hosts.get_column("_file_host"), default=None, return_dtype=pl.String),
         ).alias("node"),
-        pl.lit(facts.get_column("path_node_rank")).gather(pl.col("_fid")).alias("_pod_rank"),
+        by_file.fact("path_node_rank").alias("_pod_rank"),
     )
     nodes = files.select(pl.col("node").drop_nulls().unique()).to_series().to_list()
     if len(nodes) == 1:
@@ -548,13 +547,13 @@ def _nodes(frame: pl.DataFrame, facts: pl.DataFrame, per_file: _PerFile) -> pl.D
     ).select("node", "node_rank")
     files = files.join(node_facts, on="node", how="left", nulls_equal=True)
     return frame.with_columns(
-        per_file.gather(files, "node", pl.String),
-        per_file.gather(files, "node_rank", pl.Int64),
+        by_file.gather(files, "node", pl.String),
+        by_file.gather(files, "node_rank", pl.Int64),
         pl.lit(nproc, dtype=pl.Int64).alias("_nproc"),
     )
 
 
-def _ranks_from_pids(frame: pl.DataFrame, facts: pl.DataFrame, per_file: _PerFile) -> pl.DataFrame:
+def _ranks_from_pids(frame: pl.DataFrame, by_file: _FileTable) -> pl.DataFrame:
     """Rows that know only their process id (py-spy dumps, plogs) take the rank of that pid."""
     known = (
         frame.lazy().filter(
@@ -576,7 +575,7 @@ def _ranks_from_pids(frame: pl.DataFrame, facts: pl.DataFrame, per_file: _PerFil
     # (only the rows without a rank look theirs up)
     unranked = pl.col("rank").is_null()
     any_pid = pl.when(unranked).then(
-        pl.coalesce(pl.col("pid"), per_file.gather(file_pid, "_file_pid", pl.Int64), _fact(facts, "path_pid"))
+        pl.coalesce(pl.col("pid"), by_file.gather(file_pid, "_file_pid", pl.Int64), by_file.fact("path_pid"))
     )
     frame = frame.with_columns(_lookup("pid", known, "_pid_rank", pl.Int64, key_expr=any_pid))
     by_pid = unranked & pl.col("_pid_rank").is_not_null()

@@ -7,8 +7,9 @@ bulk of a big log costs only a few passes:
   files that cannot have them;
 * lines that cannot be kept (chatter) are dropped right after the prefixes are stripped,
   before any extraction (:func:`_drop_chatter`);
-* every extractor runs on a column masked to the rows that can match it (null elsewhere, which
-  the regex kernels skip), never on a filtered copy joined back.
+* the extractors that few lines need run on a filtered copy of those lines, scattered back by
+  row index (no join, no re-sort); the others on columns masked to the rows that can match;
+* what only the kept lines need (timestamps) is extracted after the rest are dropped.
 """
 
 from __future__ import annotations
