@@ -172,7 +172,7 @@ def split_lines(texts: pl.DataFrame) -> pl.DataFrame:
     """Split a batch of texts, one row per file in column ``text``, into one row per physical line.
 
     Adds ``line`` (1-based within its text), ``raw`` and ``redraw_bar`` and repeats the other
-    columns (the file's name, family, path facts) on each of its lines. One vectorized pass over
+    columns (the file's id, family, whole-file hints) on each of its lines. One vectorized pass over
     the whole batch: per-file polars calls cost more than the splitting itself.
 
     A ``\\r`` inside a line is a terminal redraw: what a person saw is the last non-empty

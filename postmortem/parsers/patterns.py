@@ -96,7 +96,10 @@ NCCL_RANK = r"ncclCommInitRank\w* comm 0x[0-9a-f]+ rank (?P<rank>\d+) nranks (?P
 FIELD_HINTS: tuple[str, ...] = (
     "Error", "Exception", "Interrupt", "Exit", "Warning", "ERR", "EI0", "EI9", "EE", "EZ", "EJ0", "EH", "nccl",
     "NCCL", "exitcode", "Signal", "signal", "Work", "work", "PG ", "PID", "):20", "time ", "host ", "rank",
-)  # and lines starting "[Rank" (LINE_RANK): a literal "Rank" would let in every DeepSpeed log_dist line
+)
+# ... and lines starting with one of these (LINE_RANK's "[Rank 3] "): anywhere in the line,
+# "Rank" would let in every DeepSpeed log_dist line
+FIELD_LINE_STARTS: tuple[str, ...] = ("[Rank",)
 METRIC_HINTS: tuple[str, ...] = ("loss", "norm", "lr", "learning")
 
 # Kinds (§9 and the formats above). Order of precedence: error, warning, progress, lifecycle, collective.

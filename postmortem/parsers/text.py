@@ -201,11 +201,10 @@ def _progress(frame: pl.LazyFrame) -> pl.LazyFrame:
     found = [pl.col(name) for name in names]
     # (no prefilter: after the chatter is dropped, most lines left are progress lines, and each
     # format's literals already prefilter its regex)
-    frame = frame.with_columns(msg.alias("_p"))
-    frame = frame.with_columns(pl.col("_p").str.extract_groups(p).alias(n) for n, p in zip(names[:3], P.PROGRESS_FORMATS[:3], strict=True))
+    frame = frame.with_columns(msg.str.extract_groups(p).alias(n) for n, p in zip(names[:3], P.PROGRESS_FORMATS[:3], strict=True))
     undecided = pl.coalesce(f.struct.field("step") for f in found[:3]).is_null()
     frame = frame.with_columns(
-        pl.when(undecided).then(pl.col("_p")).alias("_p"), pl.when(undecided).then(pl.col("redraw_bar")).alias("redraw_bar")
+        pl.when(undecided).then(msg).alias("_p"), pl.when(undecided).then(pl.col("redraw_bar")).alias("redraw_bar")
     )
     frame = frame.with_columns(
         *(pl.col("_p").str.extract_groups(p).alias(n) for n, p in zip(names[3:], P.PROGRESS_FORMATS[3:], strict=True)),
@@ -264,10 +263,11 @@ def _fields(frame: pl.DataFrame) -> pl.DataFrame:
         *(pl.col("_metric").str.extract(p, 1).cast(pl.Float64, strict=False).alias(name)  # (casting reads NaN, Inf)
           for name, p in _METRICS.items()),
     ).drop("_metric")
-    hinted = msg.str.contains(P.FIELD_HINTS_RE) | msg.str.starts_with("[Rank")
+    hinted = msg.str.contains(P.FIELD_HINTS_RE) | pl.any_horizontal(msg.str.starts_with(h) for h in P.FIELD_LINE_STARTS)
     rows = frame.lazy().filter(hinted).select("_row", msg.alias("_hinted")).collect()
     rows = rows.with_columns(*(_gated(name).str.extract_groups(p).alias(name) for name, p in _EXTRACTORS.items()))
-    return _scatter(frame, rows.select("_row", *_field_values()), _FIELD_DTYPES)
+    values = rows.select("_row", *_field_values())
+    return _scatter(frame, values, values.drop("_row").schema)
 
 
 def _field_values() -> list[pl.Expr]:
@@ -309,14 +309,6 @@ def _field_values() -> list[pl.Expr]:
         pl.coalesce(f("_self", n) for n in ("rank", "swift", "of")).cast(pl.Int64, strict=False).alias("_line_rank"),
         f("_ex", "agent_lr").cast(pl.Int64, strict=False).alias("_agent_lr"),
     ]
-
-
-_FIELD_DTYPES: dict[str, pl.DataType] = {
-    "exc_type": pl.String(), "error_code": pl.String(), "exit_code": pl.Int64(), "signal": pl.String(), "pid": pl.Int64(),
-    "host": pl.String(), "pg": pl.String(), "seq": pl.Int64(), "op_type": pl.String(), "numel": pl.Int64(),
-    "timeout_ms": pl.Int64(), "ran_ms": pl.Int64(), "last_enqueued": pl.Int64(), "last_completed": pl.Int64(),
-    "_npu_rank": pl.Int64(), "_nccl_rank": pl.Int64(), "_line_rank": pl.Int64(), "_agent_lr": pl.Int64(),
-}
 
 
 def _kinds(frame: pl.LazyFrame) -> pl.LazyFrame:
