@@ -6,6 +6,7 @@ import gzip
 from datetime import datetime
 
 import polars as pl
+import pytest
 
 from postmortem.api import load_timeline
 from postmortem.timeline import timeline_from_text
@@ -121,6 +122,40 @@ def test_nan_loss_is_parsed_as_nan():
     tl = timeline_from_text("2024-01-01 10:00:00,000 - INFO - step 7 loss=nan lr=1e-4\n", file="rank3.log")
     r = row(tl, 1)
     assert r["step"] == 7 and r["rank"] == 3 and r["loss"] != r["loss"]
+
+
+@pytest.mark.parametrize(
+    ("line", "loss", "grad_norm", "lr"),
+    [
+        ("{'loss': -inf, 'grad_norm': nan, 'learning_rate': 1e-05}", float("-inf"), "nan", 1e-05),
+        ("{'loss': 'NaN', 'grad_norm': '12.', 'learning_rate': '+3E-4'}", "nan", 12.0, 3e-4),
+        ("step 3 | lm loss: 9.911994E-01 | grad norm: 10.575 | learning rate: 1.000000E-05 |", 0.9911994, 10.575, 1e-05),
+        ("step 3 loss=2.5e gnorm=Inf lr=-1", 2.5, float("inf"), -1.0),
+        ("step 3 loss: x lossy=1 gnorm=",  None, None, None),
+    ],
+)
+def test_metric_values(line: str, loss: object, grad_norm: object, lr: object):
+    r = row(timeline_from_text(line + "\n", file="rank0.log"), 1)
+    for name, want in (("loss", loss), ("grad_norm", grad_norm), ("lr", lr)):
+        got = r[name]
+        assert (got != got) if want == "nan" else got == want, (name, got)
+
+
+@pytest.mark.parametrize(
+    ("line", "level"),
+    [
+        ("[W1206 18:44:12.715298746 ProcessGroupNCCL.cpp:1071] Warning: oops", "WARNING"),
+        ("F0801 13:23:17.366000 1 c10d.py:1] ERROR: fatal", "CRITICAL"),
+        ("2024-01-01 10:00:00,000 - WARN - train - slow", "WARNING"),
+        ("[2024-01-01 10:00:00] [FATAL] boom", "CRITICAL"),
+        ("RuntimeError: Error: x", "ERROR"),
+        ("model WARNINGS: none, INFO|x", "INFO"),
+        ("Warning", "WARNING"),
+        ("WARNINGS and DEBUGGING", None),
+    ],
+)
+def test_levels(line: str, level: str | None):
+    assert row(timeline_from_text(line + "\n", file="rank0.log"), 1)["level"] == level
 
 
 def test_ascend_ei_block_is_one_record_with_code():

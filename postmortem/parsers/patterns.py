@@ -29,10 +29,11 @@ DATED_TIMESTAMP = (
 )
 GLOG_TIMESTAMP = r"^\[?[IWEFCV](\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?)"
 
-LEVEL = (
-    r"^\[?(?P<glog>[IWEFC])\d{3,4} \d\d:"
-    r"|(?:^|[\[\s|:(])(?P<word>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|Error|Warning)(?:[\]\s|:,)]|$)"
-)
+# Levels: a c10/glog header's letter at the start of the line, else the first level word
+# between delimiters (the word is found again inside that match: no capture groups, see METRICS).
+GLOG_LEVEL = r"^\[?[IWEFC]\d{3,4} \d\d:"
+LEVEL_WORDS = r"DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|Error|Warning"
+LEVEL_WORD = rf"(?:^|[\[\s|:(])(?:{LEVEL_WORDS})(?:[\]\s|:,)]|$)"
 
 # §6: training progress, one pattern per format, in order of trust.
 PROGRESS_FORMATS: tuple[str, ...] = (
@@ -48,10 +49,16 @@ TQDM = r"\|\s*(?P<step>\d+)/(?P<total>\d+) \[[\d:]+<"
 # tqdm bars whose description says they are not training steps
 NON_TRAIN_BAR = r"(?i)val|eval|test|predict|map|token|load|download|shard|generat|filter|pack|convert|infer|sampl"
 
+# The training metrics: a name and its separator, then the value. The separator's characters
+# cannot start a value, so the value is the longest suffix of the match that is one (see
+# parsers.text._fields, which finds it that way: capture groups cost four times a plain match).
 NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|NaN|inf|Inf|-inf)"
-LOSS = r"(?:'loss'|\"loss\"|\blm loss|\bloss)['\"]?\s*[=:]\s*'?(?P<loss>" + NUMBER + ")"
-GRAD_NORM = r"(?:grad_norm|\bgnorm|grad norm)['\"]?\s*[=:]\s*'?(?P<gn>" + NUMBER + ")"
-LR = r"(?:learning_rate|\blr|learning rate)['\"]?\s*[=:]\s*'?(?P<lr>[-+]?\d+\.?\d*(?:[eE][-+]?\d+)?)"
+DECIMAL = r"[-+]?\d+\.?\d*(?:[eE][-+]?\d+)?"
+METRICS: dict[str, tuple[str, str]] = {
+    "loss": (r"(?:'loss'|\"loss\"|\blm loss|\bloss)['\"]?\s*[=:]\s*'?", NUMBER),
+    "grad_norm": (r"(?:grad_norm|\bgnorm|grad norm)['\"]?\s*[=:]\s*'?", NUMBER),
+    "lr": (r"(?:learning_rate|\blr|learning rate)['\"]?\s*[=:]\s*'?", DECIMAL),
+}
 
 # §1.2, §1.5, §1.6, §2, §4: error and lifecycle fields.
 EXC_TYPE = r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Warning))(?::|$)"

@@ -176,16 +176,20 @@ def _timestamps(frame: pl.LazyFrame) -> pl.LazyFrame:
     ).drop("_dated", "_glog", "_glog_ts", "_head")
 
 
+_GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL", "C": "CRITICAL"}
+_WORD_LEVELS = {
+    "DEBUG": "DEBUG", "INFO": "INFO", "WARNING": "WARNING", "WARN": "WARNING", "Warning": "WARNING",
+    "ERROR": "ERROR", "Error": "ERROR", "CRITICAL": "CRITICAL", "FATAL": "CRITICAL",
+}
+
+
 def _levels(frame: pl.LazyFrame) -> pl.LazyFrame:
-    lv = pl.col("message").str.slice(0, _HEAD).str.extract_groups(P.LEVEL)
-    frame = frame.with_columns(lv.alias("_l")).unnest("_l")
-    word = pl.col("word").str.to_uppercase()
-    level = (
-        pl.when(pl.col("glog").is_not_null())
-        .then(pl.col("glog").replace_strict({"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL", "C": "CRITICAL"}, default=None))
-        .otherwise(word.replace({"WARN": "WARNING", "FATAL": "CRITICAL"}))
-    )
-    return frame.with_columns(level.alias("level")).drop("glog", "word")
+    head = pl.col("message").str.slice(0, _HEAD)
+    glog = head.str.extract(P.GLOG_LEVEL, 0).str.strip_chars_start("[").str.slice(0, 1)
+    # (the words as plain literals first: most lines have none, and a literal search is cheap)
+    word = pl.when(head.str.contains(P.LEVEL_WORDS)).then(head).str.extract(P.LEVEL_WORD, 0).str.extract(P.LEVEL_WORDS, 0)
+    level = pl.coalesce(glog.replace_strict(_GLOG_LEVELS, default=None), word.replace_strict(_WORD_LEVELS, default=None))
+    return frame.with_columns(level.alias("level"))
 
 
 def _progress(frame: pl.LazyFrame) -> pl.LazyFrame:
@@ -246,10 +250,6 @@ def _gated(name: str) -> pl.Expr:
     return pl.col("_hinted") if gate is None else pl.when(pl.col("_hinted").str.contains(gate)).then(pl.col("_hinted"))
 
 
-# the training metrics: one group each, and a plain extract costs less than a struct of groups
-_METRICS: dict[str, str] = {"loss": P.LOSS, "grad_norm": P.GRAD_NORM, "lr": P.LR}
-
-
 def _fields(frame: pl.DataFrame) -> pl.DataFrame:
     """Training metrics, and error and collective fields on the rows that can carry them.
 
@@ -260,8 +260,10 @@ def _fields(frame: pl.DataFrame) -> pl.DataFrame:
     msg = pl.col("message")
     metric = pl.when(msg.str.contains(P.METRIC_HINTS_RE)).then(msg)
     frame = frame.with_columns(metric.alias("_metric")).with_columns(
-        *(pl.col("_metric").str.extract(p, 1).cast(pl.Float64, strict=False).alias(name)  # (casting reads NaN, Inf)
-          for name, p in _METRICS.items()),
+        # the whole match, then its value (no capture group: see patterns.METRICS)
+        pl.col("_metric").str.extract(key + value, 0).str.extract(f"(?:{value})$", 0)
+        .cast(pl.Float64, strict=False).alias(name)  # (casting reads NaN, Inf)
+        for name, (key, value) in P.METRICS.items()
     ).drop("_metric")
     hinted = msg.str.contains(P.FIELD_HINTS_RE) | pl.any_horizontal(msg.str.starts_with(h) for h in P.FIELD_LINE_STARTS)
     rows = frame.lazy().filter(hinted).select("_row", msg.alias("_hinted")).collect()
