@@ -188,21 +188,30 @@ def split_lines(texts: pl.DataFrame) -> pl.DataFrame:
         .rename({"text": "raw"})
     )
     if not has_cr:  # the common case: no redraws, nothing to collapse
-        return frame.with_columns(pl.col("raw").str.slice(0, MAX_LINE_CHARS), pl.lit(None, pl.String).alias("redraw_bar"))
+        return frame.with_columns(_cut(pl.col("raw")), pl.lit(None, pl.String).alias("redraw_bar"))
     # What a person saw of a redrawn line is its last segment with text in it (trailing blanks
-    # go: the message is stripped at its end anyway). Work on the redrawn lines only: the others
-    # are null in these columns, which the string kernels skip.
-    redrawn = pl.when(pl.col("raw").str.contains("\r", literal=True)).then(pl.col("raw"))
-    frame = frame.with_columns(redrawn.alias("_redrawn")).with_columns(
-        pl.col("_redrawn").str.strip_chars_end().str.split("\r").list.last().alias("_shown")
+    # go: the message is stripped at its end anyway). Only the redrawn lines are worked on, and
+    # written back by row.
+    redrawn = frame.with_row_index("_i").filter(pl.col("raw").str.contains("\r", literal=True)).select(
+        "_i", pl.col("raw").alias("_redrawn")
     )
+    redrawn = redrawn.with_columns(pl.col("_redrawn").str.strip_chars_end().str.split("\r").list.last().alias("_shown"))
     # the bar hidden behind a later segment: only where what is shown is not the bar itself
-    hidden_bar = pl.col("_redrawn").str.contains(_BAR) & ~pl.col("_shown").str.contains(_BAR)
+    hidden_bar = pl.when(~pl.col("_shown").str.contains(_BAR)).then(pl.col("_redrawn")).str.contains(_BAR)
     segments = pl.when(hidden_bar).then(pl.col("_redrawn")).str.split("\r")
     bar = segments.list.eval(pl.element().filter(pl.element().str.contains(_BAR))).list.last()
+    redrawn = redrawn.with_columns(bar.str.slice(0, 400).alias("redraw_bar"))
+    rows = redrawn.get_column("_i")
+    no_bar = pl.repeat(None, frame.height, dtype=pl.String, eager=True)
     return frame.with_columns(
-        pl.coalesce("_shown", "raw").str.slice(0, MAX_LINE_CHARS).alias("raw"), bar.str.slice(0, 400).alias("redraw_bar")
-    ).drop("_redrawn", "_shown")
+        frame.get_column("raw").scatter(rows, redrawn.get_column("_shown")),
+        no_bar.scatter(rows, redrawn.get_column("redraw_bar")).alias("redraw_bar"),
+    ).with_columns(_cut(pl.col("raw")))
+
+
+def _cut(line: pl.Expr) -> pl.Expr:
+    """``line`` cut at MAX_LINE_CHARS characters (slicing reads every line; its byte length is free)."""
+    return pl.when(line.str.len_bytes() > MAX_LINE_CHARS).then(line.str.slice(0, MAX_LINE_CHARS)).otherwise(line)
 
 
 _BAR = r"\|\s*\d+/\d+ \["

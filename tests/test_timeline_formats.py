@@ -158,6 +158,21 @@ def test_levels(line: str, level: str | None):
     assert row(timeline_from_text(line + "\n", file="rank0.log"), 1)["level"] == level
 
 
+def test_redrawn_lines_show_their_last_segment_and_keep_a_hidden_bar():
+    text = (
+        "2024-01-01 10:00:00,000 - INFO - start\r\n"  # CRLF
+        "Train:  12%|#  | 12/100 [00:36<19:20,  3.00s/it]\rTrain:  13%|#  | 13/100 [00:37<19:20,  3.00s/it]\n"
+        "Train:  13%|#  | 13/100 [00:37<19:20,  3.00s/it]\r{'loss': 1.25, 'grad_norm': 0.5, 'learning_rate': 1e-05}\n"
+        "step 20 loss=1.0\r   \r\n"  # a trailing blank redraw shows the segment before it
+    )
+    tl = timeline_from_text(text, file="rank0.log")
+    assert row(tl, 1)["message"] == "2024-01-01 10:00:00,000 - INFO - start"
+    assert row(tl, 2)["message"].startswith("Train:  13%") and row(tl, 2)["step"] == 13 and row(tl, 2)["max_steps"] == 100
+    dict_line = row(tl, 3)
+    assert dict_line["message"].startswith("{'loss': 1.25") and dict_line["step"] == 13 and dict_line["loss"] == 1.25
+    assert row(tl, 4)["message"] == "step 20 loss=1.0" and row(tl, 4)["step"] == 20
+
+
 def test_ascend_ei_block_is_one_record_with_code():
     text = (
         "[ERROR] 2026-05-22-12:08:27 (PID:575229, Device:0, RankID:0) ERR02200 DIST call hccl api failed.\n"
