@@ -125,6 +125,13 @@ LIFECYCLE_LINE = (
     r"Starting worker|Rendezvous complete|exited with|\bexiting\b|shutting down|Training completed|"
     r"train_runtime|\bINFO:torch.distributed"
 )
+# Each alternative of LIFECYCLE_LINE contains one of these, lowercased. (?i) defeats the regex
+# engine's literal search, so the parser looks for these in a lowercased copy first. None has
+# an "s": (?i)s also matches "ſ", which lowercasing leaves as it is.
+LIFECYCLE_ANCHORS = (
+    "ignal|group|rendezvou|fini|of epoch|done|complet|topiter|topping|training|train_runtime|checkpoint|"
+    "troy_|tarting|exited|exiting|hutting|info:torch"
+)
 COLLECTIVE_LINE = r"NCCL INFO|HCCL|ncclCommInit|\bWork(?:NCCL|HCCL|Gloo)\(|ProcessGroup|\bc10d\b|gloo|\[PG "
 NOTABLE_INFO = (
     r"(?i)error|exception|fail|fatal|timeout|timed out|abort|killed|signal|\bnan\b|\binf\b|overflow|out of memory|"

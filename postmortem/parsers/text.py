@@ -319,11 +319,12 @@ def _kinds(frame: pl.LazyFrame) -> pl.LazyFrame:
     error_line = pl.when(msg.str.contains(P.ERROR_HINTS_RE)).then(msg).str.contains(P.ERROR_LINE).fill_null(False)
     is_error = error_line | level.is_in(["ERROR", "CRITICAL"])
     is_warning = level == "WARNING"
+    lifecycle = pl.when(msg.str.to_lowercase().str.contains(P.LIFECYCLE_ANCHORS)).then(msg).str.contains(P.LIFECYCLE_LINE)
     kind = (
         pl.when(is_error).then(pl.lit("error"))
         .when(is_warning).then(pl.lit("warning"))
         # "Stopping training due to num_updates: 10" names a step but is the end of training
-        .when(msg.str.contains(P.LIFECYCLE_LINE)).then(pl.lit("lifecycle"))
+        .when(lifecycle).then(pl.lit("lifecycle"))
         .when(pl.col("step").is_not_null()).then(pl.lit("progress"))
         .when(msg.str.contains(P.COLLECTIVE_LINE)).then(pl.lit("collective"))
         .otherwise(pl.lit("info"))
