@@ -210,11 +210,15 @@ def _progress(frame: pl.LazyFrame) -> pl.LazyFrame:
     frame = frame.with_columns(
         pl.when(undecided).then(msg).alias("_p"), pl.when(undecided).then(pl.col("redraw_bar")).alias("redraw_bar")
     )
-    frame = frame.with_columns(
-        *(pl.col("_p").str.extract_groups(p).alias(n) for n, p in zip(names[3:], P.PROGRESS_FORMATS[3:], strict=True)),
-        pl.when(pl.col("_p").str.contains(P.TQDM)).then(msg).otherwise(pl.col("redraw_bar")).alias("_bar_text"),
+    # a bar in the line itself, else the one a redraw hid
+    in_line = pl.col("_p").str.extract_groups(P.TQDM)
+    frame = frame.with_columns(in_line.alias("_bar")).with_columns(
+        pl.when(pl.col("_bar").struct.field("step").is_not_null()).then(msg).otherwise(pl.col("redraw_bar")).alias("_bar_text"),
     )
-    frame = frame.with_columns(pl.col("_bar_text").str.extract_groups(P.TQDM).alias("_bar"))
+    frame = frame.with_columns(
+        pl.when(pl.col("_bar").struct.field("step").is_not_null()).then(pl.col("_bar"))
+        .otherwise(pl.col("redraw_bar").str.extract_groups(P.TQDM)).alias("_bar")
+    )
     bar_text = pl.when(pl.col("_bar").struct.field("step").is_not_null()).then(pl.col("_bar_text"))
     # nested bars (evaluation inside training) are drawn one line up, with ESC[A
     train_bar = (
@@ -222,12 +226,15 @@ def _progress(frame: pl.LazyFrame) -> pl.LazyFrame:
         & ~bar_text.str.slice(0, 40).str.contains(P.NON_TRAIN_BAR)
         & ~bar_text.str.contains("\x1b[A", literal=True)
     )
+    frame = frame.with_columns(pl.when(train_bar).then(pl.col("_bar")).alias("_bar"))
+    # a training bar names the step and the total: the formats after it only run where there is none
+    rest = pl.when(pl.col("_bar").struct.field("step").is_null()).then(pl.col("_p"))
+    frame = frame.with_columns(
+        rest.str.extract_groups(p).alias(n) for n, p in zip(names[3:], P.PROGRESS_FORMATS[3:], strict=True)
+    )
     # "tokens per step=131,072" is a rate, not a step
     vetoed = found[4].struct.field("per").is_not_null() | found[4].struct.field("thousands").is_not_null()
-    frame = frame.with_columns(
-        pl.when(vetoed).then(pl.lit(None)).otherwise(found[4]).alias(names[4]),
-        pl.when(train_bar).then(pl.col("_bar")).alias("_bar"),
-    )
+    frame = frame.with_columns(pl.when(vetoed).then(pl.lit(None)).otherwise(found[4]).alias(names[4]))
     found = [*found[:3], pl.col("_bar"), *found[3:]]
     return frame.with_columns(
         pl.coalesce(f.struct.field("step") for f in found).cast(pl.Int64, strict=False).alias("step"),
@@ -358,6 +365,10 @@ def _scatter(frame: pl.DataFrame, values: pl.DataFrame, columns: dict[str, pl.Da
     rows = values.get_column("_row")
     out = []
     for name, dtype in columns.items():
+        if values.get_column(name).null_count() == values.height:
+            # nothing to write: a new column is a constant null (no buffer, free to filter)
+            out.append(pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype).alias(name))
+            continue
         if name in frame.columns:
             column = frame.get_column(name).cast(dtype).clone()
         else:
