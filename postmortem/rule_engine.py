@@ -660,7 +660,8 @@ def _match_all(timeline: pl.DataFrame, rules: RuleSet) -> list[tuple[Finding, li
                 findings.append(finding)
     from postmortem.config_rules import config_findings  # [config] rules (scope "config")
 
-    findings.extend(config_findings(tl, rules))
+    # (the timeline itself, not the indexed copy: its facts are collected once per analysis)
+    findings.extend(config_findings(timeline, rules))
     _add_context([f for f, _ in findings], tl)
     findings.sort(key=lambda fm: (fm[0].first_ts is None, fm[0].first_ts or datetime.min, fm[0].rule))
     return findings
