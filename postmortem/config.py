@@ -212,7 +212,12 @@ _DATASET_ROWS = regex.compile(r"\b(?P<split>train|val|eval|valid|validation|test
 _NUM_ROWS = regex.compile(r"num_rows['\"]?\s*[:=]\s*([\d,]+)")
 # "<n> tokens" counts the data only next to words that say so (not "sequences of at most 512 tokens")
 _TOKENS = regex.compile(r"(?<!most |max |maximum |of |<= |up to )([\d,]{2,})\s+tokens\b(?!\s*(?:per|/|each))")
-_TOKENS_CONTEXT = regex.compile(r"(?i)\b(?:dataset|corpus|data)\s+(?:statistics|stats|size|summary)|\btotal\b|\btokenized\b")
+# ... the words, or the data's other counts ("36,718 lines, 2,517,232 tokens")
+_TOKENS_CONTEXT_PATTERN = (
+    r"(?i:\b(?:dataset|corpus|data)\s+(?:statistics|stats|size|summary)|\btotal\b|\btokenized\b"
+    r"|[\d,]{2,}\s+(?:lines|rows|samples|examples)\b)"
+)
+_TOKENS_CONTEXT = regex.compile(_TOKENS_CONTEXT_PATTERN)
 _LINES = regex.compile(r"([\d,]{2,})\s+(?:lines|rows|samples|examples)\b")
 _PG_TIMEOUT = regex.compile(r"TIMEOUT\(ms\):\s*(\d+)|Timeout\(ms\)=(\d+)")
 _IF_NCCL = regex.compile(r"NET/Socket\s*:\s*Using\s+(?P<list>.+)$")
@@ -256,7 +261,9 @@ KEEP_PATTERN = "|".join(
         r"^\s*(?:export\s+)?[A-Za-z_]\w*=\S",
         r"(?i:version|launch configs|rendezvous complete|world[_ ]size|backend)",
         r"(?i:num examples|num epochs|batch size|gradient accumulation|optimization steps|running (?:training|evaluation))",
-        r"num_rows|_dataset:|\btokens\b|TrainingArguments|TrainArguments|Namespace\(|args:|Setting args\.",
+        r"num_rows|_dataset:|TrainingArguments|TrainArguments|Namespace\(|args:|Setting args\.",
+        # a token count with the words that make it the data's size (not every batch's "32768 tokens")
+        rf"{_TOKENS_CONTEXT_PATTERN}.*\btokens\b|\btokens\b.*{_TOKENS_CONTEXT_PATTERN}",
         r"\[config\.py:\d+:print\]|zero_optimization|offload",
         r"NET/Socket|NET/IB|Bootstrap|flags=\d+<|^\s*(?:\d+:\s+)?\S+:\s+<[A-Z0-9_,-]*>\s+mtu|TIMEOUT\(ms\)|Timeout\(ms\)",
         r"transfer_to_npu|DeviceMesh|device_mesh|\bverl\b|main_ppo",

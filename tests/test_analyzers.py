@@ -26,6 +26,7 @@ from postmortem.analyzers import (
 )
 from postmortem.analyzers._common import event_times, signal_name
 from postmortem.analyzers.base import AnalyzerContext, AnalyzerResult
+from postmortem.config import extract_config
 from postmortem.model import Evidence, Finding, JobInfo
 from postmortem.ranges import format_ranks, parse_ranks, plural_ranks
 from postmortem.schema import conform
@@ -388,7 +389,8 @@ def test_data_supply_arithmetic_seed000() -> None:
             {"message": "micro_batch_size: 1"},
             {"message": "wikitext-2-raw-v1-train.jsonl: 36,718 lines, 2,517,232 tokens"},
             {"message": "{'loss': 1.1, 'global_step/max_steps': '5/100'}", "kind": "progress", "step": 5}]
-    supply = end_of_data.data_supply(frame(rows), {}, list(range(8)))
+    # the prose token count is a config fact ("N lines, M tokens" says it is the data's size)
+    supply = end_of_data.data_supply(frame(rows), extract_config(frame(rows)), list(range(8)))
     assert supply["supported_steps"] == 76.8
     assert supply["formula"] == "2,517,232 / (8 x 4096) = 76.8"
     assert supply["train_iters"] == 100

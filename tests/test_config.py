@@ -230,6 +230,28 @@ def test_environment_from_exports_nccl_and_hccl_lines(write_job) -> None:
     assert facts.sources["env.NCCL_DEBUG"].where == "node-a/console.log:3"
 
 
+def test_per_batch_token_counts_do_not_crowd_out_other_nodes_facts(write_job) -> None:
+    # every step of every rank says how many tokens its batch had: those lines are no launch
+    # fact, and so many of them must not push the last node's command out of the candidates
+    per_step = "".join(
+        f"2026-11-20 {s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d},{r:03d} - INFO - swift - data loader fetched batch of 32768 tokens in 0.0{s % 9}s\n"
+        for r in range(2)
+        for s in range(12000)
+    )
+    job = write_job(
+        {
+            "node-a/logs/rank_0.log": per_step,
+            "node-a/console.log": lines("export NCCL_SOCKET_IFNAME=eth0"),
+            "node-b/logs/rank_1.log": per_step,
+            "node-b/console.log": lines("export NCCL_SOCKET_IFNAME=ib0"),
+        }
+    )
+    v = facts_of(job).values
+    assert v["env_by_node.node-a"] == {"NCCL_SOCKET_IFNAME": "eth0"}
+    assert v["env_by_node.node-b"] == {"NCCL_SOCKET_IFNAME": "ib0"}
+    assert "dataset.total_tokens" not in v  # 32768 is one batch, not the data
+
+
 def test_trainer_echoes_survive_the_notable_filter(write_job) -> None:
     # ms-swift's multi-line TrainArguments dump and HF's training / evaluation blocks: their
     # lines are plain info lines that the timeline keeps only because config rules ask for them

@@ -16,6 +16,7 @@ import polars as pl
 import pytest
 
 import postmortem
+from postmortem.config import extract_config
 from postmortem.diagnosis import diagnose
 from postmortem.model import CATEGORIES, Evidence, Finding, JobInfo, Report
 from postmortem.schema import conform
@@ -80,7 +81,9 @@ def watchdog_timeout(rows: Rows, rank: int, ts: datetime, *, seq: int, enq: int,
 
 
 def run(rows: Rows, findings: list[Finding] | None = None, **job: Any) -> Report:
-    report = diagnose(rows.frame(), findings or [], JobInfo(path="job", **job), "0.1.0")
+    frame = rows.frame()
+    job.setdefault("config", extract_config(frame))  # as api.analyze does
+    report = diagnose(frame, findings or [], JobInfo(path="job", **job), "0.1.0")
     jsonschema.validate(report.to_dict(), SCHEMA)
     return report
 

@@ -248,13 +248,6 @@ def _printed_values(tl: pl.DataFrame) -> dict[str, float]:
             value = _number(m.group(2))
             if role and value is not None and role not in found:
                 found[role] = value
-    # prose: "36,718 lines, 2,517,232 tokens"
-    if "tokens" not in found:
-        prose = grep(tl, r"(?i)\d[\d,]{4,}\s+tokens\b", ["tokens"]).head(50)
-        for text in prose.get_column("message"):
-            if m := re.search(r"(\d[\d,]{4,})\s+tokens\b", text or "", re.IGNORECASE):
-                found["tokens"] = float(m.group(1).replace(",", ""))
-                break
     return found
 
 
