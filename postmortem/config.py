@@ -280,7 +280,7 @@ _ASCEND_PROBE = r"torch_npu|ProcessGroupHCCL|\bHCCL\b|HCCL_|Ascend|backend=hccl|
 _CUDA_PROBE = r"\bNCCL\b|ProcessGroupNCCL|\bcuda:\d|CUDA_VISIBLE_DEVICES|torch\.cuda\.OutOfMemoryError"
 
 #: At most this many distinct candidate rows are read in Python (a job dumping its environment
-#: every step must not make extraction slow); the earliest rows win, launch facts come first.
+#: every step must not make extraction slow); each file's earliest rows win, launch facts come first.
 MAX_CANDIDATES = 20000
 #: Characters of a candidate line read in Python (launch commands are long, never this long).
 MAX_LINE_CHARS = 32768
@@ -486,6 +486,9 @@ def _candidate_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
             .alias("_key")
         )
         .unique(subset=["node", "_key"], keep="first", maintain_order=True)
+        # every file's first candidates before any file's later ones: one chatty file cannot
+        # use up the budget of the others
+        .sort(pl.int_range(pl.len()).over("file"), maintain_order=True)
         .head(MAX_CANDIDATES)
         .sort(["file", "line"])
     )

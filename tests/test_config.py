@@ -252,6 +252,25 @@ def test_per_batch_token_counts_do_not_crowd_out_other_nodes_facts(write_job) ->
     assert "dataset.total_tokens" not in v  # 32768 is one batch, not the data
 
 
+def test_one_chatty_file_does_not_crowd_out_the_others(write_job) -> None:
+    # a line that looks like a launch fact, printed every step by one rank, fills the candidate
+    # budget; every other file's first candidates are still read
+    chatty = "".join(
+        f"2026-11-20 {s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d},000 - INFO - ckpt - backend io_uring queue {s}\n"
+        for s in range(30000)
+    )
+    job = write_job(
+        {
+            "node-a/console.log": lines("export NCCL_SOCKET_IFNAME=eth0"),
+            "node-a/logs/rank_0.log": chatty,
+            "node-b/console.log": lines("export NCCL_SOCKET_IFNAME=ib0"),
+        }
+    )
+    v = facts_of(job).values
+    assert v["env_by_node.node-a"] == {"NCCL_SOCKET_IFNAME": "eth0"}
+    assert v["env_by_node.node-b"] == {"NCCL_SOCKET_IFNAME": "ib0"}
+
+
 def test_trainer_echoes_survive_the_notable_filter(write_job) -> None:
     # ms-swift's multi-line TrainArguments dump and HF's training / evaluation blocks: their
     # lines are plain info lines that the timeline keeps only because config rules ask for them
