@@ -396,6 +396,14 @@ def test_data_supply_arithmetic_seed000() -> None:
     assert supply["train_iters"] == 100
 
 
+def test_end_of_data_lines_in_every_wording_and_not_metrics_with_an_epoch() -> None:
+    texts = ["[rank3] end of epoch", "END-OF-EPOCH reached", "epoch 3 finished", "epoch:0 Dataloader finished",
+             "StopIteration", "dataset is exhausted", "rank 2 ran out of data",
+             "{'loss': 2.2, 'epoch': 0.28}", "epoch 3 loss 2.1", "stopiteration_count=0"]
+    rows = end_of_data._end_rows(frame([{"file": "r.log", "message": t} for t in texts]))
+    assert rows.get_column("message").to_list() == texts[:7]
+
+
 def test_data_supply_from_job_config() -> None:
     config = {"training": {"global_batch_size": 32, "train_iters": 25}, "data": {"max_seq_len": 4096,
               "total_tokens": 2517232}}
@@ -585,6 +593,20 @@ def test_inherited_times_move_to_the_next_printed_time() -> None:
             {"file": "console.log", "ts": t_new, "ts_inferred": True, "message": "trailing line"}]
     times = event_times(frame(rows))
     assert times == {("console.log", 2): t_new}
+    assert ("console.log", 2) in times and times[("console.log", 2)] == t_new
+    assert ("console.log", 1) not in times and ("other.log", 2) not in times
+    assert times.get(("console.log", 4), t_old) == t_old
+
+
+def test_inherited_times_are_looked_up_per_file_and_line_among_many() -> None:
+    rows = [{"file": f"rank{r}.log", "ts": T0 + timedelta(seconds=i), "ts_inferred": i % 2 == 1, "message": "x"}
+            for r in (10, 2) for i in range(2000)]
+    times = event_times(frame(rows))
+    assert len(times) == 1998
+    # line 1000 (row 999) inherited its time; the next line prints its own, 1000 s after T0
+    assert times[("rank2.log", 1000)] == times[("rank10.log", 1000)] == T0 + timedelta(seconds=1000)
+    assert ("rank2.log", 999) not in times
+    assert ("rank10.log", 2000) not in times  # the last line has no printed time after it
 
 
 def test_two_ranks_reporting_each_other_blame_the_lower_sequence_number() -> None:
@@ -649,6 +671,15 @@ def test_slow_rank_in_data_loading() -> None:
     assert (slow.fields["kind"], slow.fields["corroborated"]) == ("data", True)
     assert slow.fields["mean_slow_s"] == pytest.approx(0.25)
     assert slow.evidence[0].rank == 3 and "step:1/40" in slow.evidence[0].text
+
+
+def test_slow_rank_named_by_any_timing_key_among_many_ranks() -> None:
+    # "data_wait" has no "_time" in it; with 64 ranks the others' median is that of 63 values
+    rows = [{"file": f"r{r}.log", "rank": r, "kind": "progress", "step": s, "ts": T0 + timedelta(seconds=s),
+             "message": f"step:{s}/40 | data_wait: {0.5 if r == 37 else 0.01 + r % 3 * 0.01:.3f}s"}
+            for s in range(1, 6) for r in range(64)]
+    slow = next(f for f in progress.run(context(rows)).findings if f.id == "progress:slow-rank")
+    assert slow.ranks == [37] and slow.fields["mean_others_s"] == pytest.approx(0.02, abs=0.001)
 
 
 def test_even_timings_name_no_slow_rank() -> None:

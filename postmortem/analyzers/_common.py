@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from postmortem.model import Evidence, Finding, JobInfo
@@ -64,7 +66,9 @@ def grep(frame: pl.DataFrame, pattern: str, hints: list[str]) -> pl.DataFrame:
     any of ``hints`` first, the regex only on the rows that contain one. Every match of
     ``pattern`` must contain at least one hint."""
     msg = pl.col("message")
-    return frame.filter(msg.str.contains_any(hints, ascii_case_insensitive=True)).filter(msg.str.contains(pattern))
+    # (a case-insensitive regex of the literals: two to eight times faster than contains_any)
+    literals = "(?i)" + "|".join(re.escape(h) for h in hints)
+    return frame.filter(msg.str.contains(literals)).filter(msg.str.contains(pattern))
 
 
 def signal_name(code: int | None) -> str | None:
@@ -261,7 +265,7 @@ def tied_across_nodes(
     return False
 
 
-def event_times(timeline: pl.DataFrame, cache: dict[str, Any] | None = None) -> dict[tuple[str, int], datetime]:
+def event_times(timeline: pl.DataFrame, cache: dict[str, Any] | None = None) -> EventTimes:
     """Better times for lines whose time was inherited, keyed by (file, line), for ordering events.
 
     A line whose time was inherited from an earlier line (``ts_inferred``: a traceback, a
@@ -286,12 +290,46 @@ def event_times(timeline: pl.DataFrame, cache: dict[str, Any] | None = None) -> 
         .select("file", "line", pl.col("next_real").alias("t"))
         .collect()
     )
-    out = {(f, int(n)): t for f, n, t in zip(rows["file"], rows["line"], rows["t"], strict=True)}
+    out = EventTimes(rows)
     if cache is not None:
         cache["event_times"] = out
     return out
 
 
-def event_time(e: Any, times: dict[tuple[str, int], datetime]) -> datetime | None:
+class EventTimes(Mapping[tuple[str, int], datetime]):
+    """:func:`event_times`' map, looked up by binary search: a job whose every progress bar
+    inherits its time has millions of such lines, too many for a Python dict."""
+
+    def __init__(self, rows: pl.DataFrame) -> None:
+        self._rows = rows  # file, line, t; sorted by file and line
+        self._file_ids = {f: i for i, f in enumerate(rows.get_column("file").unique(maintain_order=True).to_list())}
+        ids = rows.get_column("file").replace_strict(self._file_ids, return_dtype=pl.Int64).to_numpy()
+        self._keys = (ids << 32) | rows.get_column("line").cast(pl.Int64).to_numpy()
+
+    def _index(self, key: tuple[str, int]) -> int | None:
+        file_id = self._file_ids.get(key[0])
+        if file_id is None:
+            return None
+        wanted = (file_id << 32) | int(key[1])
+        i = int(np.searchsorted(self._keys, wanted))
+        return i if i < len(self._keys) and self._keys[i] == wanted else None
+
+    def __getitem__(self, key: tuple[str, int]) -> datetime:
+        i = self._index(key)
+        if i is None:
+            raise KeyError(key)
+        return self._rows.get_column("t")[i]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, tuple) and len(key) == 2 and self._index(key) is not None  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return zip(self._rows.get_column("file").to_list(), self._rows.get_column("line").to_list(), strict=True)
+
+    def __len__(self) -> int:
+        return self._rows.height
+
+
+def event_time(e: Any, times: Mapping[tuple[str, int], datetime]) -> datetime | None:
     """An evidence line's time for ordering: its better time when it inherited one, else its own."""
     return times.get((e.file, e.line), e.ts)

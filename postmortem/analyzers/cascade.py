@@ -26,6 +26,7 @@ uncertainty (see clock-skew).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -87,7 +88,7 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
 
 
 def finding_time(
-    f: Finding, skew: dict[str, Any], nodes: dict[int, str], times: dict[tuple[str, int], datetime] | None = None
+    f: Finding, skew: dict[str, Any], nodes: dict[int, str], times: Mapping[tuple[str, int], datetime] | None = None
 ) -> datetime | None:
     """The finding's first time on the reference node's clock.
 

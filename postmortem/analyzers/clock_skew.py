@@ -158,7 +158,7 @@ def _collective_points(timed: pl.DataFrame) -> pl.DataFrame:
 def _rendezvous_points(timed: pl.DataFrame) -> pl.DataFrame:
     """(node, key, t): the first rendezvous completion each node's agent printed."""
     return (
-        grep(timed.filter(pl.col("node").is_not_null()), _RDZV, ["rendezvous", "Done waiting"])
+        grep(timed, _RDZV, ["rendezvous", "Done waiting"]).filter(pl.col("node").is_not_null())
         .group_by("node")
         .agg(pl.col("ts").min().alias("t"))
         .with_columns(pl.lit("rdzv").alias("key"))

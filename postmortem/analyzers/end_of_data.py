@@ -41,7 +41,8 @@ END_OF_DATA = (
     r"\bepoch \d+ (?:finished|done|ended|complete)|data(?:set|loader)? (?:is )?exhausted|ran out of data"
 )
 
-_END_HINTS = ["dataloader finished", "stopiteration", "epoch", "exhausted", "ran out of data"]
+# (not "epoch" alone: every HF metrics line has an 'epoch' key)
+_END_HINTS = ["dataloader finished", "stopiteration", "of epoch", "-epoch", "epoch ", "exhausted", "ran out of data"]
 
 #: Config keys that carry the numbers of the data-supply arithmetic, by role.
 _KEYS: dict[str, tuple[str, ...]] = {
@@ -202,7 +203,7 @@ def _counts(eod: pl.DataFrame, nodes_of: dict[int, str]) -> tuple[dict[int, int]
 
 def _end_rows(tl: pl.DataFrame) -> pl.DataFrame:
     """End-of-data rows, one per multi-line record (a StopIteration traceback counts once)."""
-    rows = grep(tl.filter(pl.col("kind") != "stack"), END_OF_DATA, _END_HINTS)
+    rows = grep(tl, END_OF_DATA, _END_HINTS).filter(pl.col("kind") != "stack")
     with_rec = rows.filter(pl.col("record").is_not_null()).unique(subset=["file", "record"], keep="first", maintain_order=True)
     return pl.concat([rows.filter(pl.col("record").is_null()), with_rec]).sort(["file", "line"])
 
@@ -238,7 +239,7 @@ def _printed_values(tl: pl.DataFrame) -> dict[str, float]:
     alternation = "|".join(re.escape(k) for k in keys)
     # polars has no look-ahead: a loose filter there, the strict pattern in Python on the few hits
     loose = rf"(?i)(?:{alternation})[\"']?\s*(?:[:=]|\bis\b)\s*[\"']?[0-9]"
-    rows = grep(tl.filter(pl.col("kind") != "stack"), loose, keys).head(2000)
+    rows = grep(tl, loose, keys).filter(pl.col("kind") != "stack").head(2000)
     found: dict[str, float] = {}
     matcher = re.compile(rf"(?:^|\W)({alternation}){_NUM}", re.IGNORECASE)
     for text in rows.get_column("message"):

@@ -74,7 +74,7 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
 
     aborted = set(
         int(r)
-        for r in grep(tl.filter(pl.col("rank").is_not_null()), _WATCHDOG_ABORT, ["process down", "watchdog", "DistBackendError"])
+        for r in grep(tl, _WATCHDOG_ABORT, ["process down", "watchdog", "DistBackendError"]).filter(pl.col("rank").is_not_null())
         .get_column("rank")
         .unique()
     )

@@ -19,6 +19,8 @@ before another rank prints an error about it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import polars as pl
@@ -236,7 +238,7 @@ def _first_ts_key(rows: list[dict[str, Any]]) -> tuple[int, str]:
     return (0, ts.isoformat()) if ts is not None else (1, "")
 
 
-def _events(tl: pl.DataFrame, skew: dict[str, Any], findings, times: dict) -> list[dict[str, Any]]:
+def _events(tl: pl.DataFrame, skew: dict[str, Any], findings, times: Mapping[tuple[str, int], datetime]) -> list[dict[str, Any]]:
     """Error events, earliest first: error rows (one per record) plus error findings' evidence.
 
     ``ts`` is the line's time as printed or inherited; ``ts_adj`` the time used for ordering

@@ -69,7 +69,7 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
     last_prog_ts = progress.get("last_progress_ts")
     last_step = progress.get("last_step")
     max_steps = progress.get("max_steps")
-    completion = grep(tl.filter(pl.col("kind") != "stack"), COMPLETION, _COMPLETION_HINTS)
+    completion = grep(tl, COMPLETION, _COMPLETION_HINTS).filter(pl.col("kind") != "stack")
     finished_ts = completion.get_column("ts").min()
     if finished_ts is None and max_steps is not None and last_step is not None and last_step >= max_steps:
         finished_ts = progress.get("last_progress_ts")

@@ -19,6 +19,7 @@ A rank one step behind at the moment of a crash may simply not have printed its 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Any
 
 import polars as pl
@@ -130,6 +131,9 @@ _TIMINGS: dict[str, str] = {
     "compute": r"(?i)\b(?:compute_time|fwd_bwd_time|forward_backward_time)['\"]?\s*[:=]\s*'?([0-9.]+)",
     "comm": r"(?i)\b(?:comm_time|allreduce_time|sync_time|wait_time)['\"]?\s*[:=]\s*'?([0-9.]+)",
 }
+#: A row with any of the timings (the lines that print one; HF's 'elapsed_time' is not one)
+_ANY_TIMING = "|".join(f"(?:{p})" for p in _TIMINGS.values())
+_TIMING_HINTS = ["_time", "fetch_data", "data time", "data_wait", "time_data"]
 #: A rank is slow when its mean time is this many times the other ranks' median, and at least SLOW_MIN_S.
 SLOW_FACTOR = 5.0
 SLOW_MIN_S = 0.05
@@ -138,7 +142,7 @@ SLOW_MIN_S = 0.05
 def _slow_rank_finding(prog: pl.DataFrame):
     """A rank that spends far longer than the others in data loading or compute every step, while
     the others wait for it in communication: the straggler that sets the job's pace."""
-    rows = grep(prog.filter(pl.col("rank").is_not_null()), r"(?i)_time|fetch_data|data time", ["_time", "fetch_data", "data time"])
+    rows = grep(prog, _ANY_TIMING, _TIMING_HINTS).filter(pl.col("rank").is_not_null())
     if rows.is_empty():
         return None
     rows = rows.with_columns(
@@ -150,12 +154,14 @@ def _slow_rank_finding(prog: pl.DataFrame):
     table = {int(r["rank"]): {k: r[k] for k in _TIMINGS} for r in means.iter_rows(named=True)}
     slow: dict[int, str] = {}
     for kind in ("data", "compute"):
+        values = sorted(m[kind] for m in table.values() if m[kind] is not None)
+        middle = (len(values) - 1) // 2  # the median's index among the others (one value fewer)
         for rank, m in table.items():
             mine = m[kind]
-            others = [o[kind] for r, o in table.items() if r != rank and o[kind] is not None]
-            if mine is None or not others:
+            if mine is None or len(values) < 2:
                 continue
-            typical = sorted(others)[len(others) // 2]
+            # the others' median: without this rank's value, the ones after it move down one place
+            typical = values[middle + 1] if bisect_left(values, mine) <= middle else values[middle]
             if mine >= SLOW_MIN_S and mine >= SLOW_FACTOR * typical:
                 slow.setdefault(rank, kind)
     if not slow or len(slow) > len(table) // 2:
@@ -208,7 +214,7 @@ def _nan_finding(prog: pl.DataFrame):
     """Loss or gradient norm turning NaN/inf: the first step, and the ranks that got there first."""
     bad_value = pl.col("loss").is_nan() | pl.col("loss").is_infinite()
     bad_value = bad_value | pl.col("grad_norm").is_nan() | pl.col("grad_norm").is_infinite()
-    text_bad = grep(prog.filter(~bad_value.fill_null(False)), _NAN_TEXT, ["nan", "inf"])
+    text_bad = grep(prog, _NAN_TEXT, ["nan", "inf"]).filter(~bad_value.fill_null(False))
     bad = pl.concat([prog.filter(bad_value.fill_null(False)), text_bad])
     if bad.is_empty():
         return None
