@@ -200,4 +200,8 @@ RECORD_HINTS_RE = literals(RECORD_HINTS)
 # Whole-file hints, searched once over each file's text: a file with none of these has no line
 # with a launcher prefix (§0, §7), and none that starts a multi-line record.
 PREFIX_HINTS: tuple[str, ...] = ("]:", "]<std", "\x1b[", "Z ")
-RECORD_ANY = r"Traceback \(most recent call last\)|terminate called after throwing|ChildFailedError|E[A-Z0-9]\d{4}"
+# (two searches: the literals and the CANN code each alone are faster than their union)
+RECORD_ANY: tuple[str, ...] = (
+    r"Traceback \(most recent call last\)|terminate called after throwing|ChildFailedError",
+    r"E[A-Z0-9]\d{4}",
+)

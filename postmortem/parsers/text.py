@@ -31,8 +31,8 @@ def parse_files(files: pl.DataFrame, *, keep: str | None = None, keep_all: bool 
     is a regex of further lines to keep (the rule set's patterns).
     """
     hinted = files.with_columns(
-        ((pl.col("family") == "slurm") | pl.col("text").str.contains_any(list(P.PREFIX_HINTS))).alias("_has_pfx"),
-        pl.col("text").str.contains(P.RECORD_ANY).alias("_has_rec"),
+        ((pl.col("family") == "slurm") | pl.col("text").str.contains(P.literals(P.PREFIX_HINTS))).alias("_has_pfx"),
+        pl.any_horizontal(pl.col("text").str.contains(p) for p in P.RECORD_ANY).alias("_has_rec"),
     )
     return parse_text(split_lines(hinted), keep=keep, keep_all=keep_all)
 
