@@ -920,7 +920,7 @@ def _aggregate_finding(rule: Rule, hits: pl.DataFrame, tl: pl.DataFrame) -> tupl
     agg = rule.aggregate
     assert agg is not None
     key = _group_key(agg.by)
-    hits = _earliest_first(hits.with_columns(key.alias("_group")))
+    hits = hits.with_columns(key.alias("_group"))
     if agg.condition == "absent":
         return _absent(rule, hits, tl)
     hits = hits.filter(pl.col("_group").is_not_null())
@@ -951,7 +951,8 @@ def _aggregate_finding(rule: Rule, hits: pl.DataFrame, tl: pl.DataFrame) -> tupl
         odd = sorted(present)
         facts = {"present": _keys(sorted(present), agg.by), "absent": _keys(sorted(missing), agg.by)}
         detail = f"on {len(present)} of {len(known)} {agg.by}s"
-    chosen = hits.filter(pl.col("_group").is_in(odd))
+    # (sorted only now: the hits of a rule over every progress line are most of the timeline)
+    chosen = _earliest_first(hits.filter(pl.col("_group").is_in(odd)))
     evidence_rows = chosen.group_by("_group", maintain_order=True).head(1)
     evidence_rows = _earliest_first(evidence_rows).head(EVIDENCE_MAX)
     groups = ", ".join(f"{g}" for g in _sorted_groups(odd))
