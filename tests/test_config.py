@@ -230,45 +230,39 @@ def test_environment_from_exports_nccl_and_hccl_lines(write_job) -> None:
     assert facts.sources["env.NCCL_DEBUG"].where == "node-a/console.log:3"
 
 
-def test_per_batch_token_counts_do_not_crowd_out_other_nodes_facts(write_job) -> None:
-    # every step of every rank says how many tokens its batch had: those lines are no launch
-    # fact, and so many of them must not push the last node's command out of the candidates
-    per_step = "".join(
-        f"2026-11-20 {s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d},{r:03d} - INFO - swift - data loader fetched batch of 32768 tokens in 0.0{s % 9}s\n"
-        for r in range(2)
-        for s in range(12000)
+def every_second(text: str, n: int) -> str:
+    """``n`` logging lines a second apart (``{s}`` in ``text`` is the second)."""
+    return "".join(
+        f"2026-11-20 {s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d},000 - INFO - {text.format(s=s)}\n" for s in range(n)
     )
+
+
+@pytest.mark.parametrize(
+    "chatty",
+    [
+        # every step of every rank says how many tokens its batch had: no launch fact, no data size
+        {
+            f"node-{n}/logs/rank_{r}.log": every_second("swift - data loader fetched batch of 32768 tokens in 0.0{s}s", 24000)
+            for n, r in (("a", 0), ("b", 1))
+        },
+        # a line that looks like one (it names a backend), printed every step by one rank
+        {"node-a/logs/rank_0.log": every_second("ckpt - backend io_uring queue {s}", 30000)},
+    ],
+    ids=["per-batch-tokens", "one-chatty-file"],
+)
+def test_lines_printed_every_step_do_not_crowd_out_the_launch_facts(write_job, chatty: dict[str, str]) -> None:
+    # more candidate rows than the budget: every file's first candidates are still read
     job = write_job(
         {
-            "node-a/logs/rank_0.log": per_step,
             "node-a/console.log": lines("export NCCL_SOCKET_IFNAME=eth0"),
-            "node-b/logs/rank_1.log": per_step,
             "node-b/console.log": lines("export NCCL_SOCKET_IFNAME=ib0"),
+            **chatty,
         }
     )
     v = facts_of(job).values
     assert v["env_by_node.node-a"] == {"NCCL_SOCKET_IFNAME": "eth0"}
     assert v["env_by_node.node-b"] == {"NCCL_SOCKET_IFNAME": "ib0"}
     assert "dataset.total_tokens" not in v  # 32768 is one batch, not the data
-
-
-def test_one_chatty_file_does_not_crowd_out_the_others(write_job) -> None:
-    # a line that looks like a launch fact, printed every step by one rank, fills the candidate
-    # budget; every other file's first candidates are still read
-    chatty = "".join(
-        f"2026-11-20 {s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d},000 - INFO - ckpt - backend io_uring queue {s}\n"
-        for s in range(30000)
-    )
-    job = write_job(
-        {
-            "node-a/console.log": lines("export NCCL_SOCKET_IFNAME=eth0"),
-            "node-a/logs/rank_0.log": chatty,
-            "node-b/console.log": lines("export NCCL_SOCKET_IFNAME=ib0"),
-        }
-    )
-    v = facts_of(job).values
-    assert v["env_by_node.node-a"] == {"NCCL_SOCKET_IFNAME": "eth0"}
-    assert v["env_by_node.node-b"] == {"NCCL_SOCKET_IFNAME": "ib0"}
 
 
 def test_trainer_echoes_survive_the_notable_filter(write_job) -> None:
