@@ -196,9 +196,9 @@ def _progress(frame: pl.LazyFrame) -> pl.LazyFrame:
     """Step and total steps from every progress format, one simple pattern per format.
 
     The first format that matches names the step, and the total comes from the first format
-    that has one; the formats after the three that always carry a total run only where none of
-    those three matched. Each struct is computed once into a column and its fields are read
-    from there.
+    that has one; so each later format runs only where no earlier one that always carries a
+    total (the first three, then a training tqdm bar) matched. Each struct is computed once
+    into a column and its fields are read from there.
     """
     msg = pl.col("message")
     names = [f"_f{i}" for i in range(len(P.PROGRESS_FORMATS))]
