@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from postmortem.model import Evidence, Finding, JobInfo
@@ -303,15 +303,15 @@ class EventTimes(Mapping[tuple[str, int], datetime]):
     def __init__(self, rows: pl.DataFrame) -> None:
         self._rows = rows  # file, line, t; sorted by file and line
         self._file_ids = {f: i for i, f in enumerate(rows.get_column("file").unique(maintain_order=True).to_list())}
-        ids = rows.get_column("file").replace_strict(self._file_ids, return_dtype=pl.Int64).to_numpy()
-        self._keys = (ids << 32) | rows.get_column("line").cast(pl.Int64).to_numpy()
+        ids = rows.get_column("file").replace_strict(self._file_ids, return_dtype=pl.Int64).cast(pl.Int64)  # (empty: String)
+        self._keys = ((ids * (1 << 32)) + rows.get_column("line").cast(pl.Int64)).to_list()  # sorted
 
     def _index(self, key: tuple[str, int]) -> int | None:
         file_id = self._file_ids.get(key[0])
         if file_id is None:
             return None
-        wanted = (file_id << 32) | int(key[1])
-        i = int(np.searchsorted(self._keys, wanted))
+        wanted = file_id * (1 << 32) + int(key[1])
+        i = bisect_left(self._keys, wanted)
         return i if i < len(self._keys) and self._keys[i] == wanted else None
 
     def __getitem__(self, key: tuple[str, int]) -> datetime:
