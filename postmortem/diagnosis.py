@@ -339,7 +339,7 @@ def _failing_step(
     own = tl.filter((pl.col("file") == file) & (pl.col("line") == line)).get_column("step").drop_nulls()
     if own.len():
         return int(own[0])
-    prog = progress_rows(tl)
+    prog = progress_rows(tl.select("rank", "ts", "step", "max_steps", "message"))  # (no copy of the other columns)
     if prog.is_empty():
         return None
     mine = prog.filter(pl.col("rank") == rank) if rank is not None else prog.clear()
