@@ -1,8 +1,9 @@
 """Benchmark: build the timeline of a synthetic 1,024-rank job of about 1 GB of mixed-format logs.
 
-    python tools/bench_timeline.py [--ranks 1024] [--mb 1024] [--keep DIR]
+    python tools/bench_timeline.py [--ranks 1024] [--mb 1024] [--keep DIR] [--analyze REPORT.html]
 
-Prints input size, wall time, MB/s and peak RSS. Not a test: numbers go into the README.
+Prints input size, wall time, MB/s and peak RSS; with --analyze, also the time of a whole
+analysis and its HTML report. Not a test: numbers go into the README.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from postmortem import api
 from postmortem.timeline import build_timeline
 
 NODE_PROCS = 8
@@ -97,6 +99,7 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=1024)
     parser.add_argument("--mb", type=int, default=1024)
     parser.add_argument("--keep", type=Path, help="generate into this directory and keep it")
+    parser.add_argument("--analyze", type=Path, metavar="REPORT", help="then analyze the job as the CLI does and write REPORT")
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="postmortem-bench-"))
     try:
@@ -113,6 +116,17 @@ def main() -> None:
         print(f"input: {size / 1e6:.0f} MB in {len(timeline.inventory.files)} files ({args.ranks} ranks); generated in {gen:.1f}s")
         print(f"timeline: {frame.height} events, {frame['rank'].n_unique()} ranks, max step {frame['step'].max()}")
         print(f"build: {elapsed:.1f}s = {size / 1e6 / elapsed:.0f} MB/s; peak RSS {peak_mb:.0f} MB")
+        if args.analyze:
+            del timeline, frame
+            t2 = time.perf_counter()
+            analysis = api.analyze(root)
+            t3 = time.perf_counter()
+            api.write_report(analysis.report, analysis.timeline.frame, args.analyze)
+            t4 = time.perf_counter()
+            peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            print(f"analyze: {t3 - t2:.1f}s (timeline with the rules' keep pattern, rules, analyzers), "
+                  f"report {t4 - t3:.1f}s; verdict {analysis.report.verdict.status} "
+                  f"{analysis.report.verdict.category}; peak RSS {peak_mb:.0f} MB")
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
