@@ -923,10 +923,12 @@ def _aggregate_finding(rule: Rule, hits: pl.DataFrame, tl: pl.DataFrame) -> tupl
     hits = hits.with_columns(key.alias("_group"))
     if agg.condition == "absent":
         return _absent(rule, hits, tl)
-    hits = hits.filter(pl.col("_group").is_not_null())
+    # (lazy: the hits of a rule over every progress line are most of the timeline, of which only
+    # a few columns are aggregated; whole rows are taken, and sorted, for the chosen groups only)
+    grouped = hits.lazy().filter(pl.col("_group").is_not_null())
     if agg.condition == "last_step_differs":
-        hits = hits.filter(pl.col("step").is_not_null())
-        last = hits.group_by("_group").agg(pl.col("step").max().alias("v"))
+        grouped = grouped.filter(pl.col("step").is_not_null())
+        last = grouped.group_by("_group").agg(pl.col("step").max().alias("v")).collect()
         values = dict(last.iter_rows())
         if len(values) < 2 or len(set(values.values())) < 2:
             return None
@@ -935,24 +937,23 @@ def _aggregate_finding(rule: Rule, hits: pl.DataFrame, tl: pl.DataFrame) -> tupl
         facts = {"last_step": _by_group(values, agg.by), "behind": _keys(odd, agg.by), "max_step": max(values.values())}
         detail = f"last step {low} on {agg.by} {', '.join(odd)} vs up to {max(values.values())} elsewhere"
     elif agg.condition == "count_differs":
-        counts = dict(hits.group_by("_group").agg(pl.len()).iter_rows())
+        counts = dict(grouped.group_by("_group").agg(pl.len()).collect().iter_rows())
         if len(counts) < 2 or len(set(counts.values())) < 2:
             return None
         odd = sorted(counts)
         facts = {"counts": _by_group(counts, agg.by)}
         detail = "counts " + ", ".join(f"{g}={counts[g]}" for g in _sorted_groups(counts))
     else:  # present_on_some
-        known_frame = tl.filter(pl.col("family").is_in(list(rule.match.families))) if rule.match.families else tl
-        known = {g for g in known_frame.select(key.alias("g")).get_column("g").unique().to_list() if g is not None}
-        present = set(hits.get_column("_group").unique().to_list())
+        known_rows = tl.lazy().filter(pl.col("family").is_in(list(rule.match.families))) if rule.match.families else tl.lazy()
+        known = {g for g in known_rows.select(key.alias("g")).unique().collect().get_column("g").to_list() if g is not None}
+        present = set(grouped.select("_group").unique().collect().get_column("_group").to_list())
         missing = known - present
         if not present or not missing:
             return None
         odd = sorted(present)
         facts = {"present": _keys(sorted(present), agg.by), "absent": _keys(sorted(missing), agg.by)}
         detail = f"on {len(present)} of {len(known)} {agg.by}s"
-    # (sorted only now: the hits of a rule over every progress line are most of the timeline)
-    chosen = _earliest_first(hits.filter(pl.col("_group").is_in(odd)))
+    chosen = _earliest_first(grouped.filter(pl.col("_group").is_in(odd)).collect())
     evidence_rows = chosen.group_by("_group", maintain_order=True).head(1)
     evidence_rows = _earliest_first(evidence_rows).head(EVIDENCE_MAX)
     groups = ", ".join(f"{g}" for g in _sorted_groups(odd))
