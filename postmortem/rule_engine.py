@@ -667,7 +667,7 @@ def _match_all(timeline: pl.DataFrame, rules: RuleSet) -> list[tuple[Finding, li
     return findings
 
 
-def _all_hits(tl: pl.DataFrame, line: _Plan, record: _Plan) -> dict[str, pl.DataFrame]:
+def _all_hits(tl: pl.DataFrame, line: _Plan, record: _Plan) -> dict[str, pl.DataFrame | pl.LazyFrame]:
     """Matched rows per rule id, each with the timeline columns plus ``_text`` (what was matched).
 
     One pass computes both scopes' candidate masks over ``message``; a record is a candidate
@@ -676,7 +676,7 @@ def _all_hits(tl: pl.DataFrame, line: _Plan, record: _Plan) -> dict[str, pl.Data
     """
     masks = {n: m for n, plan in (("_line", line), ("_rec", record)) if (m := plan.mask(pl.col("message"))) is not None}
     flags = tl.select("_row", "record", *(m.alias(n) for n, m in masks.items())) if masks else None
-    out: dict[str, pl.DataFrame] = {}
+    out: dict[str, pl.DataFrame | pl.LazyFrame] = {}
     if line.rules:
         frame = tl.with_columns(pl.col("message").alias("_text"))
         wanted = flags["_line"] if flags is not None and "_line" in masks else None
@@ -702,13 +702,13 @@ def _plan_hits(
     plan: _Plan,
     scope: str,
     candidates: pl.DataFrame | None = None,
-) -> dict[str, pl.DataFrame]:
+) -> dict[str, pl.DataFrame | pl.LazyFrame]:
     """Evaluate every rule of a plan on its candidate rows in one ``select``."""
     if candidates is None:
         candidates = frame.filter(wanted) if wanted is not None else frame.head(0)
     filter_only = {r.id for r in plan.filter_only}
     conditions = [_condition(r, "_text", scope).alias(r.id) for r in plan.rules if r.id not in filter_only]
-    out: dict[str, pl.DataFrame] = {}
+    out: dict[str, pl.DataFrame | pl.LazyFrame] = {}
     if conditions and candidates.height:
         flags = candidates.select("_row", *conditions)
         long = flags.unpivot(index="_row", variable_name="_rule", value_name="_hit").filter(pl.col("_hit"))
@@ -716,7 +716,9 @@ def _plan_hits(
         for (rule_id,), rows in matched.partition_by("_rule", as_dict=True).items():
             out[str(rule_id)] = rows.drop("_rule", "_hit")
     for rule in plan.filter_only:
-        out[rule.id] = frame.filter(_condition(rule, "_text", scope))
+        only = frame.lazy().filter(_condition(rule, "_text", scope))
+        # an aggregate reads a few columns of what may be most of the timeline: left lazy
+        out[rule.id] = only if rule.aggregate is not None and not rule.match.confirm else only.collect()
     return out
 
 
@@ -916,16 +918,16 @@ def _group_key(by: str) -> pl.Expr:
     return pl.coalesce(pl.col("node"), pl.format("node{}", pl.col("node_rank")))
 
 
-def _aggregate_finding(rule: Rule, hits: pl.DataFrame, tl: pl.DataFrame) -> tuple[Finding, list[str]] | None:
+def _aggregate_finding(
+    rule: Rule, hits: pl.DataFrame | pl.LazyFrame, tl: pl.DataFrame
+) -> tuple[Finding, list[str]] | None:
     agg = rule.aggregate
     assert agg is not None
-    key = _group_key(agg.by)
-    hits = hits.with_columns(key.alias("_group"))
     if agg.condition == "absent":
-        return _absent(rule, hits, tl)
+        return _absent(rule, hits.lazy(), tl)
     # (lazy: the hits of a rule over every progress line are most of the timeline, of which only
     # a few columns are aggregated; whole rows are taken, and sorted, for the chosen groups only)
-    grouped = hits.lazy().filter(pl.col("_group").is_not_null())
+    grouped = hits.lazy().with_columns(_group_key(agg.by).alias("_group")).filter(pl.col("_group").is_not_null())
     if agg.condition == "last_step_differs":
         grouped = grouped.filter(pl.col("step").is_not_null())
         last = grouped.group_by("_group").agg(pl.col("step").max().alias("v")).collect()
@@ -945,7 +947,7 @@ def _aggregate_finding(rule: Rule, hits: pl.DataFrame, tl: pl.DataFrame) -> tupl
         detail = "counts " + ", ".join(f"{g}={counts[g]}" for g in _sorted_groups(counts))
     else:  # present_on_some
         known_rows = tl.lazy().filter(pl.col("family").is_in(list(rule.match.families))) if rule.match.families else tl.lazy()
-        known = {g for g in known_rows.select(key.alias("g")).unique().collect().get_column("g").to_list() if g is not None}
+        known = {g for g in known_rows.select(_group_key(agg.by).alias("g")).unique().collect().get_column("g").to_list() if g is not None}
         present = set(grouped.select("_group").unique().collect().get_column("_group").to_list())
         missing = known - present
         if not present or not missing:
@@ -960,27 +962,29 @@ def _aggregate_finding(rule: Rule, hits: pl.DataFrame, tl: pl.DataFrame) -> tupl
     return _finding(rule, chosen, evidence_rows, tl, facts, {"groups": groups, "detail": detail})
 
 
-def _absent(rule: Rule, hits: pl.DataFrame, tl: pl.DataFrame) -> tuple[Finding, list[str]] | None:
-    if hits.height:
+def _absent(rule: Rule, hits: pl.LazyFrame, tl: pl.DataFrame) -> tuple[Finding, list[str]] | None:
+    if hits.head(1).collect().height:
         return None
     agg = rule.aggregate
     assert agg is not None
     if agg.requires:
-        gate = tl.filter(pl.col("message").str.contains(combined(agg.requires, False)).fill_null(False))
+        gate = tl.lazy().filter(pl.col("message").str.contains(combined(agg.requires, False)).fill_null(False))
     else:
-        gate = tl.filter(pl.col("kind") == "progress")
-    if not gate.height:
+        gate = tl.lazy().filter(pl.col("kind") == "progress")
+    # (the gate may be most of the timeline: its rows are counted and ordered by their keys, and
+    # only the evidence rows are taken whole)
+    order = ["ts", "file", "line"]
+    count, last_step = gate.select(pl.len(), pl.col("step").max()).collect().row(0)
+    if not count:
         return None
     # the evidence is where each rank's matching activity was last seen
-    last = (
-        _earliest_first(gate.with_columns(pl.col("message").alias("_text")))
-        .group_by("rank", maintain_order=True)
-        .tail(1)
+    last_rows = (
+        gate.select("_row", "rank", *order).sort(order, nulls_last=True).group_by("rank", maintain_order=True).tail(1)
+        .sort(order, nulls_last=True).head(EVIDENCE_MAX).collect().get_column("_row")
     )
-    last = _earliest_first(last).head(EVIDENCE_MAX)
-    steps = [s for s in gate["step"].to_list() if s is not None]
-    facts = {"last_step": max(steps)} if steps else {}
-    detail = f"last step seen {max(steps)}" if steps else "no step seen"
+    last = _earliest_first(tl.filter(pl.col("_row").is_in(last_rows.implode())).with_columns(pl.col("message").alias("_text")))
+    facts = {"last_step": last_step} if last_step is not None else {}
+    detail = f"last step seen {last_step}" if last_step is not None else "no step seen"
     return _finding(rule, last.head(0), last, tl, facts, {"detail": detail})
 
 
