@@ -116,10 +116,13 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
         status = "unknown"
         reason = "no error, no exit and no completion line; the logs may end while the job was running"
 
+    # (lazy, as below: only the columns read are taken from what may be millions of rows)
     last_ts = (
-        tl.filter(pl.col("rank").is_not_null() & pl.col("ts").is_not_null())
+        tl.lazy()
+        .filter(pl.col("rank").is_not_null() & pl.col("ts").is_not_null())
         .group_by("rank")
         .agg(pl.col("ts").max().alias("last_ts"))
+        .collect()
     )
     silent_s = {
         int(r): round((end - t).total_seconds(), 3) for r, t in last_ts.iter_rows() if end is not None and t is not None
@@ -132,11 +135,14 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
     facts["stalled_with_stacks"] = stalled
     out = []
     if status == "hung":
-        prog_rows = tl.filter(pl.col("step").is_not_null())
         last_rows = (
-            prog_rows.sort(["ts", "file", "line"], descending=True, nulls_last=True)
+            tl.lazy()
+            .filter(pl.col("step").is_not_null())
+            .select("file", "line", "rank", "ts", "message")  # what evidence_rows reads
+            .sort(["ts", "file", "line"], descending=True, nulls_last=True)
             .unique(subset=["rank"], keep="first", maintain_order=True)
             .sort("rank", nulls_last=True)
+            .collect()
         )
         step_text = f" after step {last_step}" if last_step is not None else ""
         when = f" ({hms(last_prog_ts)})" if last_prog_ts is not None else ""

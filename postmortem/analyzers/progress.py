@@ -36,11 +36,14 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
     """Compute per-rank progress facts and flag ranks behind the majority's last step."""
     tl = ctx.timeline
     last_ts = (
-        tl.filter(pl.col("rank").is_not_null() & pl.col("ts").is_not_null())
+        tl.lazy()
+        .filter(pl.col("rank").is_not_null() & pl.col("ts").is_not_null())
         .group_by("rank")
         .agg(pl.col("ts").max().alias("last_ts"), pl.len().alias("events"))
+        .collect()
     )
-    prog = progress_rows(tl)
+    # (the columns read here: the progress rows are most of a big job's timeline)
+    prog = progress_rows(tl.select("file", "line", "rank", "ts", "step", "max_steps", "message", "loss", "grad_norm"))
     per_rank = _per_key(prog.filter(pl.col("rank").is_not_null()), "rank")
     ranks: dict[int, dict[str, Any]] = {}
     for row in last_ts.iter_rows(named=True):
