@@ -116,16 +116,11 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
         status = "unknown"
         reason = "no error, no exit and no completion line; the logs may end while the job was running"
 
-    # (lazy, as below: only the columns read are taken from what may be millions of rows)
-    last_ts = (
-        tl.lazy()
-        .filter(pl.col("rank").is_not_null() & pl.col("ts").is_not_null())
-        .group_by("rank")
-        .agg(pl.col("ts").max().alias("last_ts"))
-        .collect()
-    )
+    # each rank's last time, as the progress analyzer found it
     silent_s = {
-        int(r): round((end - t).total_seconds(), 3) for r, t in last_ts.iter_rows() if end is not None and t is not None
+        r: round((end - e["last_ts"]).total_seconds(), 3)
+        for r, e in progress.get("ranks", {}).items()
+        if end is not None and e.get("last_ts") is not None
     }
     facts: dict[str, Any] = {
         "status": status, "reason": reason, "job_end": end, "last_progress_ts": last_prog_ts,
@@ -136,9 +131,10 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
     out = []
     if status == "hung":
         last_rows = (
+            # (lazy: only the columns evidence_rows reads, from what may be millions of rows)
             tl.lazy()
             .filter(pl.col("step").is_not_null())
-            .select("file", "line", "rank", "ts", "message")  # what evidence_rows reads
+            .select("file", "line", "rank", "ts", "message")
             .sort(["ts", "file", "line"], descending=True, nulls_last=True)
             .unique(subset=["rank"], keep="first", maintain_order=True)
             .sort("rank", nulls_last=True)
