@@ -90,3 +90,26 @@ def test_the_prefilter_pattern_covers_every_kept_kind():
     # the log_dist line repeats the bar's step 12 and carries no metric; the rest is chatter
     assert dropped == [LINES[3], LINES[9], LINES[10], LINES[11], ""]
     assert kept.height == len(plain) - len(dropped)
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts, texts, texts)
+def test_a_batch_parses_each_file_as_it_would_alone(trainer: str, console: str, plog: str):
+    # only the files with a prefix hint take the prefix path, and their rows are written back in
+    # place: a batch of mixed files gives each file's rows as parsing it alone does
+    files = _files({"logs/rank_3.log": trainer, "console.log": console, "plog-1_2026.log": plog})
+    same_records = pl.col("_rec_row").rank("dense").over("_fid")
+    batch = parse_files(files, keep_all=False).with_columns(same_records)
+    alone = pl.concat(
+        [parse_files(files.slice(i, 1), keep_all=False) for i in range(files.height)], how="diagonal_relaxed"
+    ).with_columns(same_records)
+    assert batch.select(alone.columns).equals(alone), (batch.select("_fid", "line", "message"), alone.select("_fid", "line", "message"))
+
+
+def test_prefixed_lines_between_unprefixed_files_are_stripped_in_place():
+    files = _files({"logs/rank_3.log": LINES[11], "console.log": f"{LINES[13]}\n{LINES[15]}", "plog-1_2026.log": LINES[11]})
+    parsed = parse_files(files, keep_all=True)
+    assert parsed.select("_fid", "line", "pfx_local", "pfx_rank").rows() == [
+        (0, 1, None, None), (1, 1, 0, None), (1, 2, None, 1), (2, 1, None, None)
+    ]
+    assert parsed["message"].to_list() == [LINES[11], LINES[13].removeprefix("[default0]:"), "Traceback (most recent call last):", LINES[11]]

@@ -65,18 +65,37 @@ def parse_text(lines: pl.DataFrame, *, keep: str | None = None, keep_all: bool =
 
 
 def _strip_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
-    if not lines.get_column("_has_pfx").any():
-        # no file of the batch has a launcher prefix: each file is one stream
-        return lines.with_columns(
-            pl.col("raw").str.strip_chars_end().alias("message"),
-            pl.lit(None, pl.Int64).alias("pfx_rank"),
-            pl.lit(None, pl.Int64).alias("pfx_local"),
-            pl.lit(None, pl.Int64).alias("srun"),
-            pl.lit(None, pl.Datetime("us")).alias("_k8s_time"),
-            pl.col("_fid").cast(pl.UInt64).alias("stream"),
-        ).drop("raw")
-    maybe = pl.col("_has_pfx")
-    outer = pl.when(maybe).then(pl.col("raw")).str.extract_groups(P.OUTER_PREFIX)
+    """Launcher prefixes stripped into ``pfx_rank``, ``pfx_local``, ``srun``, ``_k8s_time`` and
+    ``stream``; only the lines of files whose whole-file hint says they may have one are searched."""
+    hinted = lines.get_column("_has_pfx")
+    if hinted.all():
+        return _prefixed(lines)
+    frame = _without_prefixes(lines)
+    if not hinted.any():
+        return frame
+    # the few hinted files' lines are parsed alone and written back by row (no merge, no sort)
+    prefixed = _prefixed(lines.filter(hinted)).with_columns(hinted.arg_true().alias("_row"))
+    return _scatter(frame, prefixed, {name: prefixed.schema[name] for name in _PREFIX_COLUMNS})
+
+
+_PREFIX_COLUMNS = ("message", "pfx_rank", "pfx_local", "srun", "_k8s_time", "stream")
+
+
+def _without_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
+    """Lines of files without launcher prefixes: each file is one stream."""
+    return lines.with_columns(
+        pl.col("raw").str.strip_chars_end().alias("message"),
+        pl.lit(None, pl.Int64).alias("pfx_rank"),
+        pl.lit(None, pl.Int64).alias("pfx_local"),
+        pl.lit(None, pl.Int64).alias("srun"),
+        pl.lit(None, pl.Datetime("us")).alias("_k8s_time"),
+        pl.col("_fid").cast(pl.UInt64).alias("stream"),
+    ).drop("raw")
+
+
+def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
+    """Lines of files that may have launcher prefixes (§0, §7), stripped from the outside in."""
+    outer = pl.col("raw").str.extract_groups(P.OUTER_PREFIX)
     frame = lines.with_columns(outer.alias("_o")).unnest("_o")
     # An srun label is only a label in srun output; elsewhere "12: " is text.
     is_slurm = pl.col("family") == "slurm"
@@ -87,7 +106,7 @@ def _strip_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
         pl.col("raw").str.slice(cut).alias("_rest"),
         pl.when(is_slurm).then(pl.col("srun").cast(pl.Int64, strict=False)).alias("srun"),
     ).drop("pfx", "k8s_ts")
-    inner = pl.when(maybe).then(pl.col("_rest")).str.extract_groups(P.RANK_PREFIX)
+    inner = pl.col("_rest").str.extract_groups(P.RANK_PREFIX)
     frame = frame.with_columns(inner.alias("_i")).unnest("_i")
     # "[0]:" alone on a line is a ChildFailedError entry header, not a rank template prefix
     bare_entry = (
