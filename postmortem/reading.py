@@ -18,6 +18,8 @@ from typing import Any
 
 import polars as pl
 
+from postmortem.exprs import matches
+
 #: Longest line text kept; the rest of a longer line is cut (progress bars, tensor dumps).
 MAX_LINE_CHARS = 4096
 #: Bytes looked at to decide a file's family.
@@ -197,7 +199,7 @@ def split_lines(texts: pl.DataFrame) -> pl.DataFrame:
     )
     redrawn = redrawn.with_columns(pl.col("_redrawn").str.strip_chars_end().str.split("\r").list.last().alias("_shown"))
     # the bar hidden behind a later segment: only where what is shown is not the bar itself
-    hidden_bar = pl.when(~pl.col("_shown").str.contains(_BAR)).then(pl.col("_redrawn")).str.contains(_BAR)
+    hidden_bar = matches(pl.when(~pl.col("_shown").str.contains(_BAR)).then(pl.col("_redrawn")), _BAR)
     segments = pl.when(hidden_bar).then(pl.col("_redrawn")).str.split("\r")
     bar = segments.list.eval(pl.element().filter(pl.element().str.contains(_BAR))).list.last()
     redrawn = redrawn.with_columns(bar.str.slice(0, 400).alias("redraw_bar"))

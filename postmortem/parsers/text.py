@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from postmortem.exprs import matches
 from postmortem.parsers import patterns as P
 from postmortem.reading import split_lines
 
@@ -242,8 +243,8 @@ def _progress(frame: pl.LazyFrame) -> pl.LazyFrame:
     # nested bars (evaluation inside training) are drawn one line up, with ESC[A
     train_bar = (
         pl.col("_bar").struct.field("step").is_not_null()
-        & ~bar_text.str.slice(0, 40).str.contains(P.NON_TRAIN_BAR)
-        & ~bar_text.str.contains("\x1b[A", literal=True)
+        & ~matches(bar_text.str.slice(0, 40), P.NON_TRAIN_BAR)
+        & ~bar_text.str.find("\x1b[A", literal=True).is_not_null()
     )
     frame = frame.with_columns(pl.when(train_bar).then(pl.col("_bar")).alias("_bar"))
     # a training bar names the step and the total: the formats after it only run where there is none
@@ -342,10 +343,10 @@ def _field_values() -> list[pl.Expr]:
 def _kinds(frame: pl.LazyFrame) -> pl.LazyFrame:
     msg = pl.col("message")
     level = pl.col("level")
-    error_line = pl.when(msg.str.contains(P.ERROR_HINTS_RE)).then(msg).str.contains(P.ERROR_LINE).fill_null(False)
+    error_line = matches(pl.when(msg.str.contains(P.ERROR_HINTS_RE)).then(msg), P.ERROR_LINE)
     is_error = error_line | level.is_in(["ERROR", "CRITICAL"])
     is_warning = level == "WARNING"
-    lifecycle = pl.when(msg.str.to_lowercase().str.contains(P.LIFECYCLE_ANCHORS)).then(msg).str.contains(P.LIFECYCLE_LINE)
+    lifecycle = matches(pl.when(msg.str.to_lowercase().str.contains(P.LIFECYCLE_ANCHORS)).then(msg), P.LIFECYCLE_LINE)
     kind = (
         pl.when(is_error).then(pl.lit("error"))
         .when(is_warning).then(pl.lit("warning"))
@@ -453,9 +454,9 @@ def _keep_rows(frame: pl.DataFrame, keep: str | None) -> pl.DataFrame:
     msg = pl.col("message")
     plain = (pl.col("kind") == "info") & pl.col("step").is_null() & pl.col("_rec_row").is_null()
     chatter = pl.when(plain).then(msg)
-    notable = ~plain | chatter.str.contains(P.NOTABLE_INFO).fill_null(False)
+    notable = ~plain | matches(chatter, P.NOTABLE_INFO)
     if keep:
-        notable = notable | chatter.str.contains(keep).fill_null(False)
+        notable = notable | matches(chatter, keep)
     # Several progress lines per step (a tqdm redraw, a log_dist line, a metrics dict) say the
     # same step; keep the first of each and every one that carries a metric. A line dropped as
     # chatter in between (``_gap`` grew) breaks the run, as it did before it was dropped.
