@@ -190,6 +190,21 @@ def test_ascend_ei_block_is_one_record_with_code():
     assert row(tl, 1)["error_code"] == "ERR02200" and row(tl, 1)["rank"] == 0
 
 
+def test_cann_code_at_the_start_of_a_line_is_an_error_line():
+    # (vllm-project/vllm-ascend#3413) the code is the line's first word: no literal hint before it
+    text = (
+        "[ERROR] 2025-10-11-15:09:34 (PID:2969, Device:0, RankID:101) ERR00100 PTA call acl api failed.\n"
+        "EI0002: [PID: 2969] 2025-10-11-15:09:34.713.335 The wait execution of the Notify register times out. "
+        "Reason: The Notify register has not received the Notify record from remote rank: [24].\n"
+        "EK0001: some other component's code\n"
+    )
+    tl = timeline_from_text(text, file="rank101.log")
+    ei = row(tl, 2)
+    assert (ei["kind"], ei["error_code"], ei["pid"]) == ("error", "EI0002", 2969)
+    assert ei["record"] is not None and ei["record"] != row(tl, 3)["record"]
+    assert (row(tl, 3)["kind"], row(tl, 3)["error_code"]) == ("error", "EK0001")
+
+
 def test_nccl_debug_file_host_and_pid():
     text = (
         "a100-st-p4d24xlarge-22:183006:183220 [1] NCCL INFO NCCL version 2.14.3+cuda11.7\n"

@@ -72,8 +72,12 @@ EXIT = (
     r"|(?:Sending process|Closing process) (?P<term_pid>\d+) (?:closing signal|via signal) (?P<term_sig>SIG\w+)"
     r"|Received (?P<death>\d+) death signal"
 )
-PID = r"\(PID:(?P<npu_pid>\d+), Device:-?\d+, RankID:(?P<npu_rank>-?\d+)\)|\[PID: (?P<cann_pid>\d+)\]|^[A-Z_0-9]+\((?P<plog_pid>\d+),|^\[[A-Z]+\] [A-Z_0-9]+\((?P<plog_pid2>\d+),"
-NCCL_HEADER = r"^(?:\[[^\]]*\] )?(?P<host>[^\s:\[\]]+):(?P<pid>\d+):\d+ \[\d+\] "
+# (a plog header is "[ERROR] HCCL(227,python3):2026-05-27-...": module, pid and process, then the time)
+PID = (
+    r"\(PID:(?P<npu_pid>\d+), Device:-?\d+, RankID:(?P<npu_rank>-?\d+)\)|\[PID: (?P<cann_pid>\d+)\]"
+    r"|^[A-Z_0-9]+\((?P<plog_pid>\d+),[^)]*\):20|^\[[A-Z]+\] [A-Z_0-9]+\((?P<plog_pid2>\d+),[^)]*\):20"
+)
+NCCL_HEADER = r"^(?:\[[^\]]*\] )?(?P<host>[^\s:\[\]]+):(?P<pid>\d+):\d+ \[\d+\] NCCL "
 CFE_FIELD = (
     r"^\s*(?:time\s*: (?P<cfe_time>\S+)|host\s*: (?P<cfe_host>\S+)|rank\s*: (?P<cfe_rank>\d+) \(local_rank: (?P<cfe_lr>\d+)\))"
 )
@@ -101,8 +105,8 @@ NCCL_RANK = r"ncclCommInitRank\w* comm 0x[0-9a-f]+ rank (?P<rank>\d+) nranks (?P
 # Literal hints: only rows containing one of these go through the field extractors above (the
 # training metrics, which most progress lines carry, have their own).
 FIELD_HINTS: tuple[str, ...] = (
-    "Error", "Exception", "Interrupt", "Exit", "Warning", "ERR", "EI0", "EI9", "EE", "EZ", "EJ0", "EH", "nccl",
-    "NCCL", "exitcode", "Signal", "signal", "Work", "work", "PG ", "PID", "):20", "time ", "host ", "rank",
+    "Error", "Exception", "Interrupt", "Exit", "Warning", "ERR", "nccl",
+    "NCCL", "exitcode", "Signal", "signal", "Work", "work", "PG ", "PID", "):20", "rank",
 )
 # ... and lines starting with one of these (LINE_RANK's "[Rank 3] "): anywhere in the line,
 # "Rank" would let in every DeepSpeed log_dist line
@@ -159,14 +163,18 @@ RECORD_CONTINUES: dict[str, str] = {
     "cfe": r"^=+$|^-+$|^.+ FAILED$|^Failures:|^\s|^Root Cause|^\[\d+\]:$",
 }
 
-# Literal prefilters (Aho-Corasick, case-insensitive where noted): a row that contains none of
-# these cannot match the corresponding regex, so the regex never runs on it.
+# Prefilters: a row that matches none of a pattern's gates cannot match the pattern, so the
+# pattern never runs on it (each gate is one cheap search: literals, or the CANN code alone,
+# which no literal can stand for; tests/test_pattern_gates.py checks that they are supersets).
+CANN_CODE = r"E[A-Z0-9]\d{4}"
 ERROR_HINTS: tuple[str, ...] = (
     "Traceback", "Error", "Exception", "Fatal", "terminate called", "exitcode", "Watchdog caught", "mismatch",
-    "ERR", "(E", " E", "out of memory", "Killed process", "Segmentation", "runtime_assert", "watchdog thread",
-    "failed or timed out", "received by PID", "nan", "NaN",
+    "ERR", "out of memory", "Killed process", "Segmentation", "runtime_assert", "watchdog thread",
+    "failed or timed out", "received by PID",
+    # (?i:nan) in every case ("NaN loss", "LOSS IS NAN")
+    *("".join(c.upper() if (i >> k) & 1 else c for k, c in enumerate("nan")) for i in range(8)),
 )
-RECORD_HINTS: tuple[str, ...] = ("Traceback", "terminate called", "ChildFailedError", "(E", "EI", "EE", "EZ", "EJ", "EH", "EL")
+RECORD_HINTS: tuple[str, ...] = ("Traceback", "terminate called", "ChildFailedError")
 
 
 def _without_names(pattern: str) -> str:
@@ -194,8 +202,8 @@ PROGRESS_ANY = union(*PROGRESS_FORMATS, TQDM)
 KEPT_SUPERSET = union(ERROR_LINE, LIFECYCLE_LINE, COLLECTIVE_LINE, NOTABLE_INFO, PROGRESS_ANY, LINE_RANK, NON_INFO_LEVEL)
 FIELD_HINTS_RE = literals(FIELD_HINTS)
 METRIC_HINTS_RE = literals(METRIC_HINTS)
-ERROR_HINTS_RE = literals(ERROR_HINTS)
-RECORD_HINTS_RE = literals(RECORD_HINTS)
+ERROR_GATES = (literals(ERROR_HINTS), CANN_CODE)
+RECORD_GATES = (literals(RECORD_HINTS), CANN_CODE)
 
 # Whole-file hints, searched once over each file's text: a file with none of these has no line
 # with a launcher prefix (§0, §7), and none that starts a multi-line record.
@@ -203,5 +211,5 @@ PREFIX_HINTS: tuple[str, ...] = ("]:", "]<std", "\x1b[", "Z ")
 # (two searches: the literals and the CANN code each alone are faster than their union)
 RECORD_ANY: tuple[str, ...] = (
     r"Traceback \(most recent call last\)|terminate called after throwing|ChildFailedError",
-    r"E[A-Z0-9]\d{4}",
+    CANN_CODE,
 )

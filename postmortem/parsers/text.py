@@ -33,7 +33,7 @@ def parse_files(files: pl.DataFrame, *, keep: str | None = None, keep_all: bool 
     """
     hinted = files.with_columns(
         ((pl.col("family") == "slurm") | pl.col("text").str.contains(P.literals(P.PREFIX_HINTS))).alias("_has_pfx"),
-        pl.any_horizontal(pl.col("text").str.contains(p) for p in P.RECORD_ANY).alias("_has_rec"),
+        _any_gate(pl.col("text"), P.RECORD_ANY).alias("_has_rec"),
     )
     return parse_text(split_lines(hinted), keep=keep, keep_all=keep_all)
 
@@ -292,11 +292,18 @@ def _fields(frame: pl.DataFrame) -> pl.DataFrame:
         .cast(pl.Float64, strict=False).alias(name)  # (casting reads NaN, Inf)
         for name, (key, value) in P.METRICS.items()
     ).drop("_metric")
-    hinted = msg.str.contains(P.FIELD_HINTS_RE) | pl.any_horizontal(msg.str.starts_with(h) for h in P.FIELD_LINE_STARTS)
-    rows = frame.lazy().filter(hinted).select("_row", msg.alias("_hinted")).collect()
+    rows = frame.lazy().filter(_field_gate(msg)).select("_row", msg.alias("_hinted")).collect()
     rows = rows.with_columns(*(_gated(name).str.extract_groups(p).alias(name) for name, p in _EXTRACTORS.items()))
     values = rows.select("_row", *_field_values())
     return _scatter(frame, values, values.drop("_row").schema)
+
+
+def _field_gate(text: pl.Expr) -> pl.Expr:
+    """The rows the error and collective extractors run on (a superset of their matches)."""
+    return (
+        _any_gate(text, (P.FIELD_HINTS_RE, P.CANN_CODE))
+        | pl.any_horizontal(text.str.starts_with(h) for h in P.FIELD_LINE_STARTS)
+    )
 
 
 def _field_values() -> list[pl.Expr]:
@@ -343,7 +350,7 @@ def _field_values() -> list[pl.Expr]:
 def _kinds(frame: pl.LazyFrame) -> pl.LazyFrame:
     msg = pl.col("message")
     level = pl.col("level")
-    error_line = matches(pl.when(msg.str.contains(P.ERROR_HINTS_RE)).then(msg), P.ERROR_LINE)
+    error_line = matches(pl.when(_any_gate(msg, P.ERROR_GATES)).then(msg), P.ERROR_LINE)
     is_error = error_line | level.is_in(["ERROR", "CRITICAL"])
     is_warning = level == "WARNING"
     lifecycle = matches(pl.when(msg.str.to_lowercase().str.contains(P.LIFECYCLE_ANCHORS)).then(msg), P.LIFECYCLE_LINE)
@@ -359,6 +366,12 @@ def _kinds(frame: pl.LazyFrame) -> pl.LazyFrame:
     return frame.with_columns(kind.alias("kind"))
 
 
+def _any_gate(text: pl.Expr, gates: tuple[str, ...]) -> pl.Expr:
+    """Whether ``text`` passes any of ``gates`` (one search each: their union would defeat the
+    literal search)."""
+    return pl.any_horizontal(text.str.contains(g) for g in gates)
+
+
 def _records(frame: pl.DataFrame) -> pl.DataFrame:
     """Give the lines of one multi-line record (traceback, C++ abort, CANN EI block,
     ChildFailedError summary) a shared id, per stream so interleaved ranks stay apart."""
@@ -366,7 +379,7 @@ def _records(frame: pl.DataFrame) -> pl.DataFrame:
     if not frame.get_column("_has_rec").any():
         return frame.drop("_has_rec")
     starts = P.union(*P.RECORD_STARTS.values())
-    has_start = pl.col("message").str.contains(P.RECORD_HINTS_RE) & pl.col("message").str.contains(starts)
+    has_start = _any_gate(pl.col("message"), P.RECORD_GATES) & pl.col("message").str.contains(starts)
     lazy = frame.lazy()
     with_records = (
         lazy.filter(pl.col("_has_rec")).group_by("_fid").agg(has_start.any().alias("_start")).filter("_start").collect()
