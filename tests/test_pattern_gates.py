@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from postmortem.exprs import matches_any
 from postmortem.parsers import patterns as P
 from postmortem.parsers import text as X
 from postmortem.timeline import timeline_from_text
@@ -51,9 +52,9 @@ def _gate_misses(lines: list[str], pattern: str, gate: pl.Expr) -> list[str]:
 
 msg = pl.col("message")
 GATED = {
-    "error line": (P.ERROR_LINE, X._any_gate(msg, P.ERROR_GATES)),
-    "record start": (P.union(*P.RECORD_STARTS.values()), X._any_gate(msg, P.RECORD_GATES)),
-    "whole-file record hint": (P.union(*P.RECORD_STARTS.values()), X._any_gate(msg, P.RECORD_ANY)),
+    "error line": (P.ERROR_LINE, matches_any(msg, P.ERROR_GATES)),
+    "record start": (P.union(*P.RECORD_STARTS.values()), matches_any(msg, P.RECORD_GATES)),
+    "whole-file record hint": (P.union(*P.RECORD_STARTS.values()), matches_any(msg, P.RECORD_ANY)),
     "metric": (P.union(*(k + v for k, v in P.METRICS.values())), msg.str.contains(P.METRIC_HINTS_RE)),
     "level word": (P.LEVEL_WORD, msg.str.contains(P.LEVEL_WORDS)),
     **{
@@ -76,4 +77,4 @@ def test_a_gate_check_fails_for_a_gate_that_is_not_a_superset():
     # the check itself can fail: CANN codes at the start of a line have no literal in front
     lines = ["EI0002: [PID: 2969] 2025-10-11-15:09:34.713.335 The wait execution of the Notify register times out."]
     assert _gate_misses(lines, P.ERROR_LINE, msg.str.contains(P.literals(P.ERROR_HINTS))) == lines
-    assert _gate_misses(lines, P.ERROR_LINE, X._any_gate(msg, P.ERROR_GATES)) == []
+    assert _gate_misses(lines, P.ERROR_LINE, matches_any(msg, P.ERROR_GATES)) == []

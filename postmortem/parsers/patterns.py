@@ -5,6 +5,7 @@ Each pattern cites the format section of ``shared/reference/log-formats.md`` it 
 
 from __future__ import annotations
 
+import itertools
 import re
 
 # §0, §7.1-7.3: launcher prefixes, stripped from the outside in.
@@ -102,8 +103,8 @@ NODE_RANK_ARG = r"--node[_-]rank[= ](\d+)"
 NPROC_ARG = r"--nproc[_-]per[_-]node[= ](\d+)"
 NCCL_RANK = r"ncclCommInitRank\w* comm 0x[0-9a-f]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+)"
 
-# Literal hints: only rows containing one of these go through the field extractors above (the
-# training metrics, which most progress lines carry, have their own).
+# Literal hints: only rows containing one of these (or a CANN code) go through the field
+# extractors above (the training metrics, which most progress lines carry, have their own).
 FIELD_HINTS: tuple[str, ...] = (
     "Error", "Exception", "Interrupt", "Exit", "Warning", "ERR", "nccl",
     "NCCL", "exitcode", "Signal", "signal", "Work", "work", "PG ", "PID", "):20", "rank",
@@ -172,7 +173,7 @@ ERROR_HINTS: tuple[str, ...] = (
     "ERR", "out of memory", "Killed process", "Segmentation", "runtime_assert", "watchdog thread",
     "failed or timed out", "received by PID",
     # (?i:nan) in every case ("NaN loss", "LOSS IS NAN")
-    *("".join(c.upper() if (i >> k) & 1 else c for k, c in enumerate("nan")) for i in range(8)),
+    *("".join(letters) for letters in itertools.product("nN", "aA", "nN")),
 )
 RECORD_HINTS: tuple[str, ...] = ("Traceback", "terminate called", "ChildFailedError")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from postmortem.exprs import matches
+from postmortem.exprs import matches, matches_any
 from postmortem.parsers import patterns as P
 from postmortem.reading import split_lines
 
@@ -33,7 +33,7 @@ def parse_files(files: pl.DataFrame, *, keep: str | None = None, keep_all: bool 
     """
     hinted = files.with_columns(
         ((pl.col("family") == "slurm") | pl.col("text").str.contains(P.literals(P.PREFIX_HINTS))).alias("_has_pfx"),
-        _any_gate(pl.col("text"), P.RECORD_ANY).alias("_has_rec"),
+        matches_any(pl.col("text"), P.RECORD_ANY).alias("_has_rec"),
     )
     return parse_text(split_lines(hinted), keep=keep, keep_all=keep_all)
 
@@ -244,7 +244,7 @@ def _progress(frame: pl.LazyFrame) -> pl.LazyFrame:
     train_bar = (
         pl.col("_bar").struct.field("step").is_not_null()
         & ~matches(bar_text.str.slice(0, 40), P.NON_TRAIN_BAR)
-        & ~bar_text.str.find("\x1b[A", literal=True).is_not_null()
+        & ~matches(bar_text, "\x1b[A", literal=True)
     )
     frame = frame.with_columns(pl.when(train_bar).then(pl.col("_bar")).alias("_bar"))
     # a training bar names the step and the total: the formats after it only run where there is none
@@ -301,7 +301,7 @@ def _fields(frame: pl.DataFrame) -> pl.DataFrame:
 def _field_gate(text: pl.Expr) -> pl.Expr:
     """The rows the error and collective extractors run on (a superset of their matches)."""
     return (
-        _any_gate(text, (P.FIELD_HINTS_RE, P.CANN_CODE))
+        matches_any(text, (P.FIELD_HINTS_RE, P.CANN_CODE))
         | pl.any_horizontal(text.str.starts_with(h) for h in P.FIELD_LINE_STARTS)
     )
 
@@ -350,7 +350,7 @@ def _field_values() -> list[pl.Expr]:
 def _kinds(frame: pl.LazyFrame) -> pl.LazyFrame:
     msg = pl.col("message")
     level = pl.col("level")
-    error_line = matches(pl.when(_any_gate(msg, P.ERROR_GATES)).then(msg), P.ERROR_LINE)
+    error_line = matches(pl.when(matches_any(msg, P.ERROR_GATES)).then(msg), P.ERROR_LINE)
     is_error = error_line | level.is_in(["ERROR", "CRITICAL"])
     is_warning = level == "WARNING"
     lifecycle = matches(pl.when(msg.str.to_lowercase().str.contains(P.LIFECYCLE_ANCHORS)).then(msg), P.LIFECYCLE_LINE)
@@ -366,12 +366,6 @@ def _kinds(frame: pl.LazyFrame) -> pl.LazyFrame:
     return frame.with_columns(kind.alias("kind"))
 
 
-def _any_gate(text: pl.Expr, gates: tuple[str, ...]) -> pl.Expr:
-    """Whether ``text`` passes any of ``gates`` (one search each: their union would defeat the
-    literal search)."""
-    return pl.any_horizontal(text.str.contains(g) for g in gates)
-
-
 def _records(frame: pl.DataFrame) -> pl.DataFrame:
     """Give the lines of one multi-line record (traceback, C++ abort, CANN EI block,
     ChildFailedError summary) a shared id, per stream so interleaved ranks stay apart."""
@@ -379,7 +373,7 @@ def _records(frame: pl.DataFrame) -> pl.DataFrame:
     if not frame.get_column("_has_rec").any():
         return frame.drop("_has_rec")
     starts = P.union(*P.RECORD_STARTS.values())
-    has_start = _any_gate(pl.col("message"), P.RECORD_GATES) & pl.col("message").str.contains(starts)
+    has_start = matches_any(pl.col("message"), P.RECORD_GATES) & pl.col("message").str.contains(starts)
     lazy = frame.lazy()
     with_records = (
         lazy.filter(pl.col("_has_rec")).group_by("_fid").agg(has_start.any().alias("_start")).filter("_start").collect()
