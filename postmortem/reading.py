@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from postmortem.exprs import matches
+from postmortem.exprs import matches, scatter_rows
 
 #: Longest line text kept; the rest of a longer line is cut (progress bars, tensor dumps).
 MAX_LINE_CHARS = 4096
@@ -202,13 +202,8 @@ def split_lines(texts: pl.DataFrame) -> pl.DataFrame:
     hidden_bar = matches(pl.when(~pl.col("_shown").str.contains(_BAR)).then(pl.col("_redrawn")), _BAR)
     segments = pl.when(hidden_bar).then(pl.col("_redrawn")).str.split("\r")
     bar = segments.list.eval(pl.element().filter(pl.element().str.contains(_BAR))).list.last()
-    redrawn = redrawn.with_columns(bar.str.slice(0, 400).alias("redraw_bar"))
-    rows = redrawn.get_column("_i")
-    no_bar = pl.repeat(None, frame.height, dtype=pl.String, eager=True)
-    return frame.with_columns(
-        frame.get_column("raw").scatter(rows, redrawn.get_column("_shown")),
-        no_bar.scatter(rows, redrawn.get_column("redraw_bar")).alias("redraw_bar"),
-    ).with_columns(_cut(pl.col("raw")))
+    redrawn = redrawn.select(pl.col("_i").alias("_row"), pl.col("_shown").alias("raw"), bar.str.slice(0, 400).alias("redraw_bar"))
+    return scatter_rows(frame, redrawn, {"raw": pl.String, "redraw_bar": pl.String}).with_columns(_cut(pl.col("raw")))
 
 
 def _cut(line: pl.Expr) -> pl.Expr:

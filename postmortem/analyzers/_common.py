@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from postmortem.model import Evidence, Finding, JobInfo
+from postmortem.parsers.patterns import literals
 
 #: Linux signal numbers (fixed, so names do not depend on the machine running the analysis).
 SIGNAL_NAMES: dict[int, str] = {
@@ -67,8 +68,7 @@ def grep(frame: pl.DataFrame, pattern: str, hints: list[str]) -> pl.DataFrame:
     ``pattern`` must contain at least one hint."""
     msg = pl.col("message")
     # (a case-insensitive regex of the literals: two to eight times faster than contains_any)
-    literals = "(?i)" + "|".join(re.escape(h) for h in hints)
-    return frame.filter(msg.str.contains(literals)).filter(msg.str.contains(pattern))
+    return frame.filter(msg.str.contains("(?i)" + literals(tuple(hints)))).filter(msg.str.contains(pattern))
 
 
 def signal_name(code: int | None) -> str | None:

@@ -201,7 +201,7 @@ PROGRESS_ANY = union(*PROGRESS_FORMATS, TQDM)
 # collective or notable line, and names no rank of its own. Such lines are dropped before the
 # expensive extraction (see parsers.text._drop_chatter); this must stay a superset of all of it.
 KEPT_SUPERSET = union(ERROR_LINE, LIFECYCLE_LINE, COLLECTIVE_LINE, NOTABLE_INFO, PROGRESS_ANY, LINE_RANK, NON_INFO_LEVEL)
-FIELD_HINTS_RE = literals(FIELD_HINTS)
+FIELD_GATES = (literals(FIELD_HINTS), CANN_CODE)
 METRIC_HINTS_RE = literals(METRIC_HINTS)
 ERROR_GATES = (literals(ERROR_HINTS), CANN_CODE)
 RECORD_GATES = (literals(RECORD_HINTS), CANN_CODE)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from postmortem.exprs import matches, matches_any
+from postmortem.exprs import matches, matches_any, scatter_rows
 from postmortem.parsers import patterns as P
 from postmortem.reading import split_lines
 
@@ -76,7 +76,7 @@ def _strip_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
         return frame
     # the few hinted files' lines are parsed alone and written back by row (no merge, no sort)
     prefixed = _prefixed(lines.filter(hinted)).with_columns(hinted.arg_true().alias("_row"))
-    return _scatter(frame, prefixed, {name: prefixed.schema[name] for name in _PREFIX_COLUMNS})
+    return scatter_rows(frame, prefixed, {name: prefixed.schema[name] for name in _PREFIX_COLUMNS})
 
 
 _PREFIX_COLUMNS = ("message", "pfx_rank", "pfx_local", "srun", "_k8s_time", "stream")
@@ -269,7 +269,7 @@ _EXTRACTORS: dict[str, str] = {
 }
 # A cheap literal search in front of the extractors whose patterns the regex engine cannot
 # prefilter itself (alternatives that start with a class or an anchor); a superset of each.
-_GATES: dict[str, str] = {"_ec": r"ERR\d|E[A-Z0-9]\d{4}|nccl[A-Z]", "_pid": r"PID|\(\d+,"}
+_GATES: dict[str, str] = {"_ec": rf"ERR\d|{P.CANN_CODE}|nccl[A-Z]", "_pid": r"PID|\(\d+,"}
 
 
 def _gated(name: str) -> pl.Expr:
@@ -295,13 +295,13 @@ def _fields(frame: pl.DataFrame) -> pl.DataFrame:
     rows = frame.lazy().filter(_field_gate(msg)).select("_row", msg.alias("_hinted")).collect()
     rows = rows.with_columns(*(_gated(name).str.extract_groups(p).alias(name) for name, p in _EXTRACTORS.items()))
     values = rows.select("_row", *_field_values())
-    return _scatter(frame, values, values.drop("_row").schema)
+    return scatter_rows(frame, values, values.drop("_row").schema)
 
 
 def _field_gate(text: pl.Expr) -> pl.Expr:
     """The rows the error and collective extractors run on (a superset of their matches)."""
     return (
-        matches_any(text, (P.FIELD_HINTS_RE, P.CANN_CODE))
+        matches_any(text, P.FIELD_GATES)
         | pl.any_horizontal(text.str.starts_with(h) for h in P.FIELD_LINE_STARTS)
     )
 
@@ -382,26 +382,7 @@ def _records(frame: pl.DataFrame) -> pl.DataFrame:
     if subset.is_empty():
         return frame.drop("_has_rec")
     ids = _record_ids(subset)
-    return _scatter(frame, ids, {"_rec_row": pl.Int64, "_rec_kind": pl.String}).drop("_has_rec")
-
-
-def _scatter(frame: pl.DataFrame, values: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:
-    """Write ``values``' columns into ``frame`` at the rows ``values["_row"]`` names (``_row`` is
-    ``frame``'s row index); the other rows keep what they had, or null for a new column. No
-    join, no re-sort."""
-    rows = values.get_column("_row")
-    out = []
-    for name, dtype in columns.items():
-        if values.get_column(name).null_count() == values.height:
-            # nothing to write: a new column is a constant null (no buffer, free to filter)
-            out.append(pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype).alias(name))
-            continue
-        if name in frame.columns:
-            column = frame.get_column(name).cast(dtype).clone()
-        else:
-            column = pl.repeat(None, frame.height, dtype=dtype, eager=True).alias(name)
-        out.append(column.scatter(rows, values.get_column(name).cast(dtype)))
-    return frame.with_columns(out)
+    return scatter_rows(frame, ids, {"_rec_row": pl.Int64, "_rec_kind": pl.String}).drop("_has_rec")
 
 
 def _record_ids(frame: pl.DataFrame) -> pl.DataFrame:
@@ -448,7 +429,7 @@ def _child_failed_entries(frame: pl.DataFrame) -> pl.DataFrame:
         pl.col("cfe_time").str.strptime(pl.Datetime("us"), "%Y-%m-%d_%H:%M:%S", strict=False)
         .forward_fill().over(keys).alias("_cfe_time"),
     )
-    return _scatter(
+    return scatter_rows(
         out, cfe, {"_cfe_host": pl.String, "_cfe_rank": pl.Int64, "_cfe_lr": pl.Int64, "_cfe_time": pl.Datetime("us")}
     )
 
