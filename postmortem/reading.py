@@ -174,8 +174,9 @@ def split_lines(texts: pl.DataFrame) -> pl.DataFrame:
     """Split a batch of texts, one row per file in column ``text``, into one row per physical line.
 
     Adds ``line`` (1-based within its text), ``raw`` and ``redraw_bar`` and repeats the other
-    columns (the file's id, family, whole-file hints) on each of its lines. One vectorized pass over
-    the whole batch: per-file polars calls cost more than the splitting itself.
+    columns (the file's id, family, whole-file hints) on each of its lines; a ``shape`` column is
+    split alongside. One vectorized pass over the whole batch: per-file polars calls cost more
+    than the splitting itself.
 
     A ``\\r`` inside a line is a terminal redraw: what a person saw is the last non-empty
     segment, so that is what is kept; ``redraw_bar`` keeps the last progress-bar segment
@@ -183,10 +184,12 @@ def split_lines(texts: pl.DataFrame) -> pl.DataFrame:
     bar). Lines are cut at :data:`MAX_LINE_CHARS`.
     """
     has_cr = texts.select(pl.col("text").str.contains("\r", literal=True).any()).item()
+    # a text's digit shape (see parsers.shapes) has its line breaks where the text has them
+    split = [c for c in ("text", "shape") if c in texts.columns]
     frame = (
-        texts.with_columns(pl.col("text").str.strip_suffix("\n").str.split("\n"))
+        texts.with_columns(pl.col(split).str.strip_suffix("\n").str.split("\n"))
         .with_columns(pl.int_ranges(1, pl.col("text").list.len() + 1, dtype=pl.Int64).alias("line"))
-        .explode("text", "line")
+        .explode(*split, "line")
         .rename({"text": "raw"})
     )
     if not has_cr:  # the common case: no redraws, nothing to collapse

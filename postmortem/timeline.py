@@ -20,6 +20,7 @@ import polars as pl
 
 from postmortem.discover import Inventory, JobFile, Skipped, classify_head, discover
 from postmortem.parsers.flight_recorder import RejectedDump, align_trace_clock, parse_flight_recorder
+from postmortem.parsers.shapes import digit_shape
 from postmortem.parsers.structured import parse_elastic_error, parse_pyspy_json, parse_pyspy_text
 from postmortem.parsers.text import parse_files
 from postmortem.reading import Unreadable, decode, looks_binary, read_bytes
@@ -62,13 +63,17 @@ class Timeline:
 
 @dataclass
 class _Read:
-    """One file as read: its text (text families) or its rows (dumps, error files)."""
+    """One file as read: its text (text families) or its rows (dumps, error files).
+
+    A text file's bytes are decoded with the rest of its batch (``data``; polars checks at once
+    that they are UTF-8, see :func:`_text_batch`); ``text`` is text decoded already."""
 
     file: JobFile
     text: str | None
     rows: pl.DataFrame | None
     notes: list[str]
     error: str | None = None
+    data: bytes | None = None
 
 
 def build_timeline(
@@ -106,7 +111,9 @@ def build_timeline(
                     structured.append(_tag(read.rows, fids[read.file.rel]))
                 else:
                     texts.append(read)
-            pending.append(parsers.submit(_parse_batch, _text_batch(texts, fids), structured, keep, keep_all))
+            batch_texts, decoded = _text_batch(texts, fids)
+            notes.extend(decoded)
+            pending.append(parsers.submit(_parse_batch, batch_texts, structured, keep, keep_all))
             # bound memory: at most PARSE_THREADS batches of raw text in flight
             while sum(not f.done() for f in pending) >= PARSE_THREADS:
                 next(f for f in pending if not f.done()).result()
@@ -137,16 +144,44 @@ def _parse_batch(
     return merged.sort(["_fid", "line"], maintain_order=True) if structured else merged
 
 
-def _text_batch(reads: list[_Read], fids: dict[str, int]) -> pl.DataFrame | None:
-    """One row per text file: its id, family and text (the other per-file facts are attached
-    by id at the end, not repeated on every line)."""
-    reads = [r for r in reads if r.text is not None]
+def _text_batch(reads: list[_Read], fids: dict[str, int]) -> tuple[pl.DataFrame | None, list[Skipped]]:
+    """One row per text file: its id, family, text and the text's digit shape (the other
+    per-file facts are attached by id at the end, not repeated on every line); and notes on
+    the files that were not UTF-8.
+
+    The bytes become text in polars, which checks that they are UTF-8 far faster than Python
+    decodes them; only the files that are not are decoded by :func:`reading.decode`."""
+    reads = [r for r in reads if r.text is not None or r.data is not None]
     if not reads:
-        return None
-    return pl.DataFrame(
-        {"_fid": [fids[r.file.rel] for r in reads], "family": [r.file.family for r in reads], "text": [r.text for r in reads]},
-        schema={"_fid": pl.Int64, "family": pl.String, "text": pl.String},
+        return None, []
+    data = [r.text.encode() if r.data is None else r.data for r in reads]
+    notes: list[Skipped] = []
+    try:
+        texts = pl.Series("text", data, dtype=pl.Binary).cast(pl.String)
+    except pl.exceptions.ComputeError:  # some file is not UTF-8: find which, one by one
+        for i, read in enumerate(reads):
+            if not _is_utf8(data[i]):
+                raw = decode(data[i])
+                notes.extend(Skipped(read.file.rel, n) for n in raw.notes)
+                data[i] = raw.text.encode()
+        texts = pl.Series("text", data, dtype=pl.Binary).cast(pl.String)
+    frame = pl.DataFrame(
+        {
+            "_fid": pl.Series([fids[r.file.rel] for r in reads], dtype=pl.Int64),
+            "family": pl.Series([r.file.family for r in reads], dtype=pl.String),
+            "text": texts,
+            "shape": pl.Series([digit_shape(d) for d in data], dtype=pl.Binary).cast(pl.String),
+        }
     )
+    return frame, notes
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        pl.Series([data], dtype=pl.Binary).cast(pl.String)
+    except pl.exceptions.ComputeError:
+        return False
+    return True
 
 
 def timeline_from_text(text: str, file: str = "console.log") -> pl.DataFrame:
@@ -157,7 +192,7 @@ def timeline_from_text(text: str, file: str = "console.log") -> pl.DataFrame:
     family = _family_for_text(text, file)
     job_file = JobFile(Path(file), file, len(text), family)
     read = _read_text(job_file, text, [])
-    texts = _text_batch([read], {file: 0})
+    texts, _ = _text_batch([read], {file: 0})
     frame = _tag(read.rows, 0) if texts is None else parse_files(texts)
     inventory = Inventory(root=Path("."), files=[job_file], skipped=[])
     return _finish([frame], inventory, _path_facts([job_file]))
@@ -185,6 +220,9 @@ def _batches(files: list[JobFile]) -> Iterable[list[JobFile]]:
         yield batch
 
 
+_STRUCTURED_FAMILIES = frozenset({"pyspy", "pyspy_json", "elastic_error"})
+
+
 def _structured(family: str, text: str) -> pl.DataFrame | None:
     if family == "pyspy":
         return parse_pyspy_text(text)
@@ -204,6 +242,8 @@ def _read_file(job_file: JobFile) -> _Read:
         return _Read(job_file, None, None, [], str(exc))
     if looks_binary(data):
         return _Read(job_file, None, None, notes, "binary file (not log text)")
+    if job_file.family not in _STRUCTURED_FAMILIES:
+        return _Read(job_file, None, None, notes, data=data)
     raw = decode(data)
     return _read_text(job_file, raw.text, notes + raw.notes)
 

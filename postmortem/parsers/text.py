@@ -3,21 +3,28 @@
 All of it is vectorized polars over a batch of files' lines, and it is built so that the
 bulk of a big log costs only a few passes:
 
+* lines that differ only in their digits are classified once (:mod:`parsers.shapes`): one line
+  of each digit shape goes through the patterns that decide its kind, level, progress format,
+  the fields it carries and whether it is chatter, and every line of the shape gets the
+  answer; the values (step, metrics, times) are then read from each line by the one pattern
+  its shape named;
 * whole-file hints (one search per file's text) skip the prefix and record stages for the
   files that cannot have them;
-* lines that cannot be kept (chatter) are dropped right after the prefixes are stripped,
-  before any extraction (:func:`_drop_chatter`);
+* lines that cannot be kept (chatter) are dropped right after they are classified, before any
+  value is read (:func:`_drop_chatter`);
 * the extractors that few lines need run on a filtered copy of those lines, scattered back by
-  row index (no join, no re-sort); the others on columns masked to the rows that can match;
-* what only the kept lines need (timestamps) is extracted after the rest are dropped.
+  row index (no join, no re-sort);
+* what only the kept lines need (timestamps) is read after the rest are dropped.
 """
 
 from __future__ import annotations
 
 import polars as pl
+import regex
 
 from postmortem.exprs import matches, matches_any, scatter_rows
 from postmortem.parsers import patterns as P
+from postmortem.parsers.shapes import digit_blind, is_digit_blind, shape_column
 from postmortem.reading import split_lines
 
 _HEAD = 64  # characters of a message searched for its timestamp and level
@@ -25,12 +32,15 @@ _HEAD = 64  # characters of a message searched for its timestamp and level
 
 def parse_files(files: pl.DataFrame, *, keep: str | None = None, keep_all: bool = True) -> pl.DataFrame:
     """Parse a batch of text files: one row per file with ``_fid`` (an integer file id),
-    ``family`` and ``text``. Rows carry ``_fid``, not the family (nor any other per-file
-    column, which would be repeated on every line).
+    ``family``, ``text`` and, optionally, ``shape``: the text's digit shape
+    (:func:`parsers.shapes.digit_shape`), computed here when missing. Rows carry ``_fid``, not
+    the family (nor any other per-file column, which would be repeated on every line).
 
     With ``keep_all`` False only notable lines are returned (see :func:`_keep_rows`); ``keep``
     is a regex of further lines to keep (the rule set's patterns).
     """
+    if "shape" not in files.columns:
+        files = files.with_columns(shape_column(files.get_column("text")))
     hinted = files.with_columns(
         ((pl.col("family") == "slurm") | pl.col("text").str.contains(P.literals(P.PREFIX_HINTS))).alias("_has_pfx"),
         matches_any(pl.col("text"), P.RECORD_ANY).alias("_has_rec"),
@@ -38,31 +48,216 @@ def parse_files(files: pl.DataFrame, *, keep: str | None = None, keep_all: bool 
     return parse_text(split_lines(hinted), keep=keep, keep_all=keep_all)
 
 
-def parse_text(lines: pl.DataFrame, *, keep: str | None = None, keep_all: bool = True) -> pl.DataFrame:
+def parse_text(lines: pl.DataFrame, *, keep: str | None = None, keep_all: bool = True, exact_shapes: bool = False) -> pl.DataFrame:
     """Parse a batch of lines.
 
-    ``lines`` are :func:`parse_files`' split lines: ``line``, ``raw``, ``redraw_bar``, the
-    per-file columns and the whole-file hints ``_has_pfx`` / ``_has_rec``. Returns timeline
+    ``lines`` are :func:`parse_files`' split lines: ``line``, ``raw``, ``shape``, ``redraw_bar``,
+    the per-file columns and the whole-file hints ``_has_pfx`` / ``_has_rec``. Returns timeline
     columns (see :mod:`postmortem.schema`) plus ``stream`` and ``srun`` helpers.
+    ``exact_shapes`` groups lines by their shapes' text instead of its hash (the same result).
     """
-    frame = _strip_prefixes(lines)
+    shapes = _Shapes(keep)
+    frame = shapes.keyed(_strip_prefixes(lines), exact=exact_shapes)
     if not keep_all:
-        frame = _drop_chatter(frame, keep)
+        frame = _drop_chatter(frame, shapes)
+    frame = shapes.classified(frame)
     # the per-line extraction as lazy queries: polars then shares common subexpressions and
     # runs them in morsels on the streaming engine
-    lazy = _kinds(_progress(_levels(frame.lazy().with_row_index("_row"))))
+    lazy = _kinds(_progress(frame.lazy().with_row_index("_row"), shapes.ambiguous_sources))
     frame = _fields(lazy.collect(engine="streaming"))
     frame = _records(frame)
     frame = _child_failed_entries(frame)
     frame = frame if keep_all else _keep_rows(frame, keep)
-    # what deciding which lines to keep does not need is extracted from the kept lines only
+    # what deciding which lines to keep does not need is read from the kept lines only
+    args = pl.when(pl.col("_c_args")).then(pl.col("message"))
     frame = _timestamps(frame.lazy()).with_columns(
-        pl.col("message").str.extract(P.NODE_RANK_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_node_rank"),
-        pl.col("message").str.extract(P.NPROC_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_nproc"),
-    ).drop("_row", "_has_pfx", "_rec_kind", "family").collect(engine="streaming")
+        args.str.extract(P.NODE_RANK_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_node_rank"),
+        args.str.extract(P.NPROC_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_nproc"),
+    ).drop("_row", "_has_pfx", "_rec_kind", "family", "_key", "_c_kept", *_CLASS_COLUMNS).collect(engine="streaming")
     # most extracted fields are null on every line of a batch: a constant costs no memory
     empty = [name for name, column in frame.to_dict().items() if column.null_count() == frame.height]
     return frame.with_columns(pl.lit(None, frame.schema[name]).alias(name) for name in empty)
+
+
+def _exact(gate: str, pattern: str) -> pl.Expr:
+    """Whether each line's message matches ``pattern``, given the column ``gate``: whether
+    the line's shape matches the pattern's digit-blind version (see :class:`_Shapes`)."""
+    if is_digit_blind(pattern):
+        return pl.col(gate)
+    return matches(pl.when(pl.col(gate)).then(pl.col("message")), pattern)
+
+
+def _blind(pattern: str) -> str:
+    blind = digit_blind(pattern)
+    assert blind is not None, pattern  # the parser's own patterns are all seen through
+    return blind
+
+
+# The progress formats in the order of trust, each with the text it reads: the first three
+# (which always carry a total), a training tqdm bar in the line or hidden behind a redraw,
+# then the looser step formats.
+_STEP_SOURCES: tuple[tuple[str, str], ...] = (
+    *(("message", p) for p in P.PROGRESS_FORMATS[:3]),
+    ("message", P.TQDM),
+    ("redraw_bar", P.TQDM),
+    *(("message", p) for p in P.PROGRESS_FORMATS[3:]),
+)
+_BAR_IN_LINE, _BAR_REDRAWN = 3, 4
+# The values read from every line at a place its shape fixes (a byte offset and a length,
+# found on one line of the shape): "_o_<value>" and "_n_<value>".
+_VALUES = ("step", "max_steps", *P.METRICS, "dated", "glog")
+_CLASS_COLUMNS = (
+    "_c_step", "_c_total", "_c_ambiguous", "_c_error", "_c_lifecycle", "_c_collective", "_c_fields",
+    "_c_args", *(f"_{part}_{value}" for value in _VALUES for part in "on"),
+)
+
+
+class _Shapes:
+    """What the patterns say of each digit shape of a batch, found on one line of the shape.
+
+    :meth:`keyed` gives every line ``_key``, its shape's id, and ``_c_kept``: whether a line of
+    the shape can be kept at all. :meth:`classified` adds, to the lines it is given,
+    ``level`` and the class columns: ``_c_step`` / ``_c_total`` (the index in
+    ``_STEP_SOURCES`` of the format that names the step, and the one that names the total);
+    ``_c_error`` / ``_c_collective`` (gates: their exact patterns are not digit-blind, see
+    :func:`_exact`), ``_c_lifecycle``, ``_c_fields`` (the field extractors' gate), ``_c_args``
+    (launcher arguments); and where each value of ``_VALUES`` lies (``_c_ambiguous`` where the
+    step or total could not be placed: those lines search their format themselves).
+    """
+
+    def __init__(self, keep: str | None) -> None:
+        kept = _blind(P.KEPT_SUPERSET)
+        keep_gate = digit_blind(keep) if keep else None
+        self.kept = kept if keep_gate is None else f"{kept}|{keep_gate}"
+        # a keep pattern this cannot see through is searched in every line not kept already
+        self.keep_per_line = keep if keep and keep_gate is None else None
+        self.reps = pl.DataFrame()
+        self.ambiguous_sources: list[int] = []
+
+    def keyed(self, frame: pl.DataFrame, *, exact: bool = False) -> pl.DataFrame:
+        """``frame`` with ``_key`` and ``_c_kept``; ``exact`` numbers the shapes by their text
+        instead of their hash (the same result, slower)."""
+        # lines of a prefixed file lose a prefix the line's shape does not show: the key
+        # tells such lines apart (srun labels are stripped only in srun output)
+        flag = pl.col("_has_pfx").cast(pl.UInt64) * (1 + (pl.col("family") == "slurm").cast(pl.UInt64))
+        frame = frame.with_columns(flag.alias("_flag"))
+        if not exact:
+            hashed = self._keyed(frame.with_columns((pl.col("shape").hash() + pl.col("_flag")).alias("_key")))
+            if hashed is not None:
+                return hashed
+        codes = frame.unique(["shape", "_flag"], keep="first", maintain_order=True).select("shape", "_flag").with_row_index("_key")
+        keyed = self._keyed(
+            frame.join(codes.with_columns(pl.col("_key").cast(pl.UInt64)), on=["shape", "_flag"], how="left", maintain_order="left")
+        )
+        assert keyed is not None  # numbered by their text, two shapes never share a key
+        return keyed
+
+    def _keyed(self, frame: pl.DataFrame) -> pl.DataFrame | None:
+        reps = frame.filter(pl.col("_key").is_first_distinct()).select("_key", "shape", "message", "redraw_bar")
+        reps = reps.with_columns(pl.col("message").str.contains(self.kept).alias("_c_kept"))
+        joined = frame.join(
+            reps.select("_key", "_c_kept", pl.col("shape").alias("_rep_shape")), on="_key", how="left", maintain_order="left"
+        )
+        if not joined.select((pl.col("shape") == pl.col("_rep_shape")).all()).item():
+            return None  # two shapes with one hash
+        self.reps = reps.drop("shape")
+        return joined.drop("shape", "_rep_shape", "_flag")
+
+    def classified(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """``frame``'s lines with the class columns of their shapes."""
+        reps = self.reps.join(frame.select(pl.col("_key").unique()), on="_key", how="semi")
+        classes = _classify(reps)
+        self.ambiguous_sources = sorted(
+            {i for column in ("_c_step", "_c_total") for i in classes.filter("_c_ambiguous").get_column(column).drop_nulls().to_list()}
+        )
+        return frame.join(classes.select("_key", "level", *_CLASS_COLUMNS), on="_key", how="left", maintain_order="left")
+
+
+def _classify(reps: pl.DataFrame) -> pl.DataFrame:
+    """The class columns of one line per shape (see :class:`_Shapes`)."""
+    msg = pl.col("message")
+    head = msg.str.slice(0, _HEAD)
+    reps = _step_spans(_progress_sources(reps))
+    columns = [
+        *_tail_span("dated", head, P.DATED_TIMESTAMP),
+        *_tail_span("glog", head, P.GLOG_TIMESTAMP, head.str.extract(P.GLOG_TIMESTAMP, 1)),
+        # a metric's value is the longest suffix of the match that is one (patterns.METRICS)
+        *(
+            span
+            for name, (key, value) in P.METRICS.items()
+            for span in _tail_span(name, msg, key + value, msg.str.extract(key + value, 0).str.extract(f"(?:{value})$", 0))
+        ),
+        _level(head).alias("level"),
+        msg.str.contains(_blind(P.ERROR_LINE)).alias("_c_error"),
+        msg.str.contains(P.LIFECYCLE_LINE).alias("_c_lifecycle"),
+        msg.str.contains(_blind(P.COLLECTIVE_LINE)).alias("_c_collective"),
+        _field_gate(msg).alias("_c_fields"),
+        msg.str.contains(P.union(P.NODE_RANK_ARG, P.NPROC_ARG)).alias("_c_args"),
+    ]
+    reps = reps.with_columns(columns)
+    step, total = pl.col("_c_step"), pl.col("_c_total")
+    ambiguous = (step.is_not_null() & pl.col("_o_step").is_null()) | (total.is_not_null() & pl.col("_o_max_steps").is_null())
+    return reps.with_columns(ambiguous.alias("_c_ambiguous"))
+
+
+def _step_spans(reps: pl.DataFrame) -> pl.DataFrame:
+    """``_o_step`` / ``_n_step`` and ``_o_max_steps`` / ``_n_max_steps``: where the step and the
+    total stand in each line of the shape (byte offset and length), or null where unknown.
+
+    The regex engine in polars gives a group's text, not its place ("500/5000": which 500?), so
+    the place is found by Python's regex on these few lines, and kept only where it agrees with
+    polars on the match's start, the match and the group's text."""
+    checks = []
+    for value, source, group in (("step", pl.col("_c_step"), "step"), ("max_steps", pl.col("_c_total"), "total")):
+        text = pl.when(source == _BAR_REDRAWN).then(pl.col("redraw_bar")).otherwise(pl.col("message"))
+        found = [
+            (text.str.find(pattern), text.str.extract(pattern, 0), text.str.extract_groups(pattern).struct.field(group))
+            for _, pattern in _STEP_SOURCES
+        ]
+        checks += [
+            text.alias(f"_t_{value}"),
+            *(pl.coalesce(pl.when(source == i).then(f[k]) for i, f in enumerate(found)).alias(f"_{k}_{value}") for k in range(3)),
+        ]
+    rows = reps.select(pl.col("_c_step").alias("_step"), pl.col("_c_total").alias("_max_steps"), *checks).to_dict(as_series=False)
+    spans: dict[str, list[int | None]] = {}
+    for value, group in (("step", "step"), ("max_steps", "total")):
+        columns = (rows[f"_{value}"], rows[f"_t_{value}"], rows[f"_0_{value}"], rows[f"_1_{value}"], rows[f"_2_{value}"])
+        places = [
+            None if source is None else _place(_STEP_PATTERNS[source], text, start, whole, found, group)
+            for source, text, start, whole, found in zip(*columns, strict=True)
+        ]
+        spans[f"_o_{value}"] = [None if p is None else p[0] for p in places]
+        spans[f"_n_{value}"] = [None if p is None else p[1] for p in places]
+    return reps.with_columns(pl.Series(name, values, dtype=pl.UInt32) for name, values in spans.items())
+
+
+_STEP_PATTERNS = [regex.compile(pattern) for _, pattern in _STEP_SOURCES]
+
+
+def _place(pattern: regex.Pattern[str], text: str, start: int, whole: str, found: str, group: str) -> tuple[int, int] | None:
+    """Byte offset and length of ``group`` in ``text``, where Python's regex agrees with
+    polars' (``start``, ``whole`` and ``found``: the match's byte offset, the match, the group)."""
+    match = pattern.search(text)
+    if match is None or match.group(0) != whole or match.group(group) != found:
+        return None
+    prefix = len(text[: match.start()].encode())
+    if prefix != start:
+        return None
+    return prefix + len(text[match.start() : match.start(group)].encode()), len(found.encode())
+
+
+def _tail_span(name: str, text: pl.Expr, pattern: str, tail: pl.Expr | None = None) -> tuple[pl.Expr, pl.Expr]:
+    """``_o_<name>`` and ``_n_<name>``: byte offset and length of ``tail`` (the match itself
+    when None), a text that ends ``pattern``'s first match in ``text``."""
+    start = text.str.find(pattern)
+    whole = text.str.extract(pattern, 0)
+    length = (whole if tail is None else tail).str.len_bytes()
+    return (start + whole.str.len_bytes() - length).alias(f"_o_{name}"), length.alias(f"_n_{name}")
+
+
+def _value(text: pl.Expr, value: str) -> pl.Expr:
+    """Each line's ``value`` (see ``_VALUES``), cut from ``text`` where its shape says."""
+    return text.cast(pl.Binary).bin.slice(pl.col(f"_o_{value}"), pl.col(f"_n_{value}")).cast(pl.String)
 
 
 def _strip_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
@@ -151,29 +346,27 @@ def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
     ).drop("_rest", "pfx", "mpi_rank", "role1", "n1", "role2", "n2", "raw")
 
 
-def _drop_chatter(frame: pl.DataFrame, keep: str | None) -> pl.DataFrame:
+def _drop_chatter(frame: pl.DataFrame, shapes: _Shapes) -> pl.DataFrame:
     """Drop the lines :func:`_keep_rows` would drop whatever their fields turn out to be.
 
-    A line survives when it matches :data:`patterns.KEPT_SUPERSET` or ``keep``, carries a
-    redrawn progress bar, or belongs to a file with a record in it (record continuation lines
-    look like anything). ``_gap`` counts the dropped lines before each line of its stream, so
-    that "the previous line repeats this step" still sees a dropped line in between.
+    A line survives when its shape matches :data:`patterns.KEPT_SUPERSET` or the keep pattern
+    (their digit-blind versions: a superset), carries a redrawn progress bar, or belongs to a
+    file with a record in it (record continuation lines look like anything). ``_gap`` counts
+    the dropped lines before each line of its stream, so that "the previous line repeats this
+    step" still sees a dropped line in between.
     """
-    pattern = P.KEPT_SUPERSET if keep is None else f"{P.KEPT_SUPERSET}|{keep}"
-    candidate = pl.col("message").str.contains(pattern) | pl.col("redraw_bar").is_not_null() | pl.col("_has_rec")
+    candidate = pl.col("_c_kept") | pl.col("redraw_bar").is_not_null() | pl.col("_has_rec")
+    if shapes.keep_per_line:
+        candidate = candidate | matches(pl.when(~candidate).then(pl.col("message")), shapes.keep_per_line)
     frame = frame.with_columns(candidate.alias("_candidate"))
     frame = frame.with_columns((~pl.col("_candidate")).cast(pl.UInt32).cum_sum().over("stream").alias("_gap"))
     return frame.filter(pl.col("_candidate")).drop("_candidate")
 
 
 def _timestamps(frame: pl.LazyFrame) -> pl.LazyFrame:
-    head = pl.col("message").str.slice(0, _HEAD)
-    # One capture-free search finds the stamp; each shape is then parsed by strptime, which
-    # is far cheaper than one regex with two dozen capture groups.
-    frame = frame.with_columns(head.alias("_head")).with_columns(
-        pl.col("_head").str.extract(P.DATED_TIMESTAMP, 0).alias("_dated"),
-        pl.col("_head").str.extract(P.GLOG_TIMESTAMP, 1).alias("_glog"),
-    )
+    # The stamp is cut where the line's shape has it (see _Shapes); each form is then parsed
+    # by strptime, which is far cheaper than one regex with two dozen capture groups.
+    frame = frame.with_columns(_value(pl.col("message"), "dated").alias("_dated"), _value(pl.col("message"), "glog").alias("_glog"))
     dated, glog = pl.col("_dated"), pl.col("_glog")
     iso = dated.str.replace_many(["T", "_", ","], [" ", " ", "."]).str.strptime(
         pl.Datetime("us"), "%Y-%m-%d %H:%M:%S%.f", strict=False
@@ -193,7 +386,7 @@ def _timestamps(frame: pl.LazyFrame) -> pl.LazyFrame:
     ).with_columns(
         pl.coalesce(pl.col("_glog_ts"), iso, cann, us).alias("ts"),
         pl.col("_glog_ts").is_not_null().alias("_no_year"),
-    ).drop("_dated", "_glog", "_glog_ts", "_head")
+    ).drop("_dated", "_glog", "_glog_ts")
 
 
 _GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL", "C": "CRITICAL"}
@@ -203,63 +396,78 @@ _WORD_LEVELS = {
 }
 
 
-def _levels(frame: pl.LazyFrame) -> pl.LazyFrame:
-    head = pl.col("message").str.slice(0, _HEAD)
+def _level(head: pl.Expr) -> pl.Expr:
+    """The level of a line from its first characters: a c10/glog header's letter, else the
+    first level word between delimiters."""
     glog = head.str.extract(P.GLOG_LEVEL, 0).str.strip_chars_start("[").str.slice(0, 1)
-    # (the words as plain literals first: most lines have none, and a literal search is cheap)
-    word = pl.when(head.str.contains(P.LEVEL_WORDS)).then(head).str.extract(P.LEVEL_WORD, 0).str.extract(P.LEVEL_WORDS, 0)
-    level = pl.coalesce(glog.replace_strict(_GLOG_LEVELS, default=None), word.replace_strict(_WORD_LEVELS, default=None))
-    return frame.with_columns(level.alias("level"))
+    word = head.str.extract(P.LEVEL_WORD, 0).str.extract(P.LEVEL_WORDS, 0)
+    return pl.coalesce(glog.replace_strict(_GLOG_LEVELS, default=None), word.replace_strict(_WORD_LEVELS, default=None))
 
 
-def _progress(frame: pl.LazyFrame) -> pl.LazyFrame:
-    """Step and total steps from every progress format, one simple pattern per format.
+def _progress_sources(reps: pl.DataFrame) -> pl.DataFrame:
+    """``_c_step`` and ``_c_total``: which of ``_STEP_SOURCES`` names each line's step and its
+    total (on one line per shape).
 
     The first format that matches names the step, and the total comes from the first format
-    that has one; so each later format runs only where no earlier one that always carries a
-    total (the first three, then a training tqdm bar) matched. Each struct is computed once
-    into a column and its fields are read from there.
+    that has one; each later format counts only where no earlier one that always carries a
+    total (the first three, then a training tqdm bar) matched.
     """
     msg = pl.col("message")
-    names = [f"_f{i}" for i in range(len(P.PROGRESS_FORMATS))]
-    found = [pl.col(name) for name in names]
-    # (no prefilter: after the chatter is dropped, most lines left are progress lines, and each
-    # format's literals already prefilter its regex)
-    frame = frame.with_columns(msg.str.extract_groups(p).alias(n) for n, p in zip(names[:3], P.PROGRESS_FORMATS[:3], strict=True))
-    undecided = pl.coalesce(f.struct.field("step") for f in found[:3]).is_null()
-    frame = frame.with_columns(
-        pl.when(undecided).then(msg).alias("_p"), pl.when(undecided).then(pl.col("redraw_bar")).alias("redraw_bar")
+    found = reps.select(
+        *(msg.str.extract_groups(p).alias(f"_f{i}") for i, p in enumerate(P.PROGRESS_FORMATS)),
+        msg.str.extract_groups(P.TQDM).alias("_in_line"),
+        pl.col("redraw_bar").str.extract_groups(P.TQDM).alias("_hidden"),
     )
-    # a bar in the line itself, else the one a redraw hid
-    in_line = pl.col("_p").str.extract_groups(P.TQDM)
-    frame = frame.with_columns(in_line.alias("_bar")).with_columns(
-        pl.when(pl.col("_bar").struct.field("step").is_not_null()).then(msg).otherwise(pl.col("redraw_bar")).alias("_bar_text"),
-    )
-    frame = frame.with_columns(
-        pl.when(pl.col("_bar").struct.field("step").is_not_null()).then(pl.col("_bar"))
-        .otherwise(pl.col("redraw_bar").str.extract_groups(P.TQDM)).alias("_bar")
-    )
-    bar_text = pl.when(pl.col("_bar").struct.field("step").is_not_null()).then(pl.col("_bar_text"))
-    # nested bars (evaluation inside training) are drawn one line up, with ESC[A
-    train_bar = (
-        pl.col("_bar").struct.field("step").is_not_null()
-        & ~matches(bar_text.str.slice(0, 40), P.NON_TRAIN_BAR)
-        & ~matches(bar_text, "\x1b[A", literal=True)
-    )
-    frame = frame.with_columns(pl.when(train_bar).then(pl.col("_bar")).alias("_bar"))
-    # a training bar names the step and the total: the formats after it only run where there is none
-    rest = pl.when(pl.col("_bar").struct.field("step").is_null()).then(pl.col("_p"))
-    frame = frame.with_columns(
-        rest.str.extract_groups(p).alias(n) for n, p in zip(names[3:], P.PROGRESS_FORMATS[3:], strict=True)
-    )
+    step = {name: pl.col(name).struct.field("step") for name in found.columns}
+    # a bar in the line itself, else the one a redraw hid; nested bars (evaluation inside
+    # training) are not training steps, and are drawn one line up, with ESC[A
+    bar_text = pl.when(step["_in_line"].is_not_null()).then(msg).otherwise(pl.col("redraw_bar"))
+    train_bar = ~matches(bar_text.str.slice(0, 40), P.NON_TRAIN_BAR) & ~matches(bar_text, "\x1b[A", literal=True)
+    in_line = step["_in_line"].is_not_null() & train_bar
+    hidden = step["_in_line"].is_null() & step["_hidden"].is_not_null() & train_bar
     # "tokens per step=131,072" is a rate, not a step
-    vetoed = found[4].struct.field("per").is_not_null() | found[4].struct.field("thousands").is_not_null()
-    frame = frame.with_columns(pl.when(vetoed).then(pl.lit(None)).otherwise(found[4]).alias(names[4]))
-    found = [*found[:3], pl.col("_bar"), *found[3:]]
+    vetoed = pl.col("_f4").struct.field("per").is_not_null() | pl.col("_f4").struct.field("thousands").is_not_null()
+    # (source index, whether it counts, its struct), in _STEP_SOURCES' order
+    first = pl.coalesce(step[f"_f{i}"] for i in range(3)).is_null()
+    bar = in_line | hidden
+    sources = [
+        *((i, pl.lit(True), pl.col(f"_f{i}")) for i in range(3)),
+        (_BAR_IN_LINE, first & in_line, pl.col("_in_line")),
+        (_BAR_REDRAWN, first & hidden, pl.col("_hidden")),
+        *((i + 2, first & ~bar & (~vetoed if i == 4 else pl.lit(True)), pl.col(f"_f{i}")) for i in range(3, 6)),
+    ]
+
+    def first_with(field: str) -> pl.Expr:
+        return pl.coalesce(
+            pl.when(counts & struct.struct.field(field).is_not_null()).then(pl.lit(index, pl.Int8)) for index, counts, struct in sources
+        )
+
+    return reps.with_columns(found).with_columns(
+        first_with("step").alias("_c_step"), first_with("total").alias("_c_total")
+    ).drop(found.columns)
+
+
+def _progress(frame: pl.LazyFrame, ambiguous: list[int]) -> pl.LazyFrame:
+    """Step and total steps, cut from each line where its shape says; the lines whose shape left
+    that unknown search the format themselves (``ambiguous``: the formats such lines need)."""
+
+    def text(source: pl.Expr) -> pl.Expr:
+        return pl.when(source == _BAR_REDRAWN).then(pl.col("redraw_bar")).otherwise(pl.col("message"))
+
+    step_source, total_source = pl.col("_c_step"), pl.col("_c_total")
+    step = [_value(text(step_source), "step")]
+    total = [_value(text(total_source), "max_steps")]
+    names = [f"_s{i}" for i in ambiguous]
+    for i, name in zip(ambiguous, names, strict=True):
+        needs = pl.col("_c_ambiguous") & ((step_source == i) | (total_source == i))
+        found = pl.when(needs).then(pl.col(_STEP_SOURCES[i][0])).str.extract_groups(_STEP_SOURCES[i][1])
+        frame = frame.with_columns(found.alias(name))
+        step.append(pl.when(step_source == i).then(pl.col(name).struct.field("step")))
+        total.append(pl.when(total_source == i).then(pl.col(name).struct.field("total")))
     return frame.with_columns(
-        pl.coalesce(f.struct.field("step") for f in found).cast(pl.Int64, strict=False).alias("step"),
-        pl.coalesce(f.struct.field("total") for f in found).cast(pl.Int64, strict=False).alias("max_steps"),
-    ).drop("redraw_bar", "_p", "_bar_text", "_bar", *names)
+        pl.coalesce(step).cast(pl.Int64, strict=False).alias("step"),
+        pl.coalesce(total).cast(pl.Int64, strict=False).alias("max_steps"),
+    ).drop("redraw_bar", *names)
 
 
 # struct column -> the extractor run on the hinted rows
@@ -285,23 +493,22 @@ def _fields(frame: pl.DataFrame) -> pl.DataFrame:
     costs twenty times more (each extractor builds a struct the batch's length).
     """
     msg = pl.col("message")
-    metric = pl.when(msg.str.contains(P.METRIC_HINTS_RE)).then(msg)
-    frame = frame.with_columns(metric.alias("_metric")).with_columns(
+    frame = frame.with_columns(
         # the whole match, then its value (no capture group: see patterns.METRICS)
-        pl.col("_metric").str.extract(key + value, 0).str.extract(f"(?:{value})$", 0)
-        .cast(pl.Float64, strict=False).alias(name)  # (casting reads NaN, Inf)
-        for name, (key, value) in P.METRICS.items()
-    ).drop("_metric")
-    rows = frame.lazy().filter(_field_gate(msg)).select("_row", msg.alias("_hinted")).collect()
+        _value(msg, name).cast(pl.Float64, strict=False).alias(name)  # (casting reads NaN, Inf)
+        for name in P.METRICS
+    )
+    rows = frame.lazy().filter(pl.col("_c_fields")).select("_row", msg.alias("_hinted")).collect()
     rows = rows.with_columns(*(_gated(name).str.extract_groups(p).alias(name) for name, p in _EXTRACTORS.items()))
     values = rows.select("_row", *_field_values())
     return scatter_rows(frame, values, values.drop("_row").schema)
 
 
 def _field_gate(text: pl.Expr) -> pl.Expr:
-    """The rows the error and collective extractors run on (a superset of their matches)."""
+    """The rows the error and collective extractors run on (a superset of their matches, and
+    digit-blind: it is decided once per digit shape)."""
     return (
-        matches_any(text, P.FIELD_GATES)
+        matches_any(text, tuple(_blind(gate) for gate in P.FIELD_GATES))
         | pl.any_horizontal(text.str.starts_with(h) for h in P.FIELD_LINE_STARTS)
     )
 
@@ -348,19 +555,15 @@ def _field_values() -> list[pl.Expr]:
 
 
 def _kinds(frame: pl.LazyFrame) -> pl.LazyFrame:
-    msg = pl.col("message")
     level = pl.col("level")
-    error_line = matches(pl.when(matches_any(msg, P.ERROR_GATES)).then(msg), P.ERROR_LINE)
-    is_error = error_line | level.is_in(["ERROR", "CRITICAL"])
-    is_warning = level == "WARNING"
-    lifecycle = matches(pl.when(msg.str.to_lowercase().str.contains(P.LIFECYCLE_ANCHORS)).then(msg), P.LIFECYCLE_LINE)
+    is_error = _exact("_c_error", P.ERROR_LINE) | level.is_in(["ERROR", "CRITICAL"])
     kind = (
         pl.when(is_error).then(pl.lit("error"))
-        .when(is_warning).then(pl.lit("warning"))
+        .when(level == "WARNING").then(pl.lit("warning"))
         # "Stopping training due to num_updates: 10" names a step but is the end of training
-        .when(lifecycle).then(pl.lit("lifecycle"))
+        .when(_exact("_c_lifecycle", P.LIFECYCLE_LINE)).then(pl.lit("lifecycle"))
         .when(pl.col("step").is_not_null()).then(pl.lit("progress"))
-        .when(msg.str.contains(P.COLLECTIVE_LINE)).then(pl.lit("collective"))
+        .when(_exact("_c_collective", P.COLLECTIVE_LINE)).then(pl.lit("collective"))
         .otherwise(pl.lit("info"))
     )
     return frame.with_columns(kind.alias("kind"))
