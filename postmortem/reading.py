@@ -174,30 +174,41 @@ def split_lines(texts: pl.DataFrame) -> pl.DataFrame:
     """Split a batch of texts, one row per file in column ``text``, into one row per physical line.
 
     Adds ``line`` (1-based within its text), ``raw`` and ``redraw_bar`` and repeats the other
-    columns (the file's id, family, whole-file hints) on each of its lines; a ``shape`` column is
-    split alongside. One vectorized pass over the whole batch: per-file polars calls cost more
-    than the splitting itself.
-
-    A ``\\r`` inside a line is a terminal redraw: what a person saw is the last non-empty
-    segment, so that is what is kept; ``redraw_bar`` keeps the last progress-bar segment
-    (HF prints its metrics dict right after a ``\\r`` of the bar, so the step is only in the
-    bar). Lines are cut at :data:`MAX_LINE_CHARS`.
+    columns (the file's id, family, whole-file hints) on each of its lines: :func:`split_raw`,
+    then :func:`collapse_redraws`.
     """
-    has_cr = texts.select(pl.col("text").str.contains("\r", literal=True).any()).item()
+    return collapse_redraws(split_raw(texts))
+
+
+def split_raw(texts: pl.DataFrame) -> pl.DataFrame:
+    """``texts`` (one row per file, column ``text``) split into lines as written: ``line``
+    (1-based within its text) and ``raw``, the other columns repeated on each line; a ``shape``
+    column is split alongside. One vectorized pass over the whole batch: per-file polars calls
+    cost more than the splitting itself."""
     # a text's digit shape (see parsers.shapes) has its line breaks where the text has them
     split = [c for c in ("text", "shape") if c in texts.columns]
-    frame = (
+    return (
         texts.with_columns(pl.col(split).str.strip_suffix("\n").str.split("\n"))
         .with_columns(pl.int_ranges(1, pl.col("text").list.len() + 1, dtype=pl.Int64).alias("line"))
         .explode(*split, "line")
         .rename({"text": "raw"})
     )
-    if not has_cr:  # the common case: no redraws, nothing to collapse
-        return frame.with_columns(_cut(pl.col("raw")), pl.lit(None, pl.String).alias("redraw_bar"))
+
+
+def collapse_redraws(lines: pl.DataFrame) -> pl.DataFrame:
+    """``raw`` as a person saw it, cut at :data:`MAX_LINE_CHARS`, and ``redraw_bar``.
+
+    A ``\r`` inside a line is a terminal redraw: what a person saw is the last non-empty
+    segment, so that is what is kept; ``redraw_bar`` keeps the last progress-bar segment
+    (HF prints its metrics dict right after a ``\r`` of the bar, so the step is only in the
+    bar).
+    """
+    if not lines.select(pl.col("raw").str.contains("\r", literal=True).any()).item():
+        return lines.with_columns(_cut(pl.col("raw")), pl.lit(None, pl.String).alias("redraw_bar"))
     # What a person saw of a redrawn line is its last segment with text in it (trailing blanks
     # go: the message is stripped at its end anyway). Only the redrawn lines are worked on, and
     # written back by row.
-    redrawn = frame.with_row_index("_i").filter(pl.col("raw").str.contains("\r", literal=True)).select(
+    redrawn = lines.with_row_index("_i").filter(pl.col("raw").str.contains("\r", literal=True)).select(
         "_i", pl.col("raw").alias("_redrawn")
     )
     redrawn = redrawn.with_columns(pl.col("_redrawn").str.strip_chars_end().str.split("\r").list.last().alias("_shown"))
@@ -206,7 +217,7 @@ def split_lines(texts: pl.DataFrame) -> pl.DataFrame:
     segments = pl.when(hidden_bar).then(pl.col("_redrawn")).str.split("\r")
     bar = segments.list.eval(pl.element().filter(pl.element().str.contains(_BAR))).list.last()
     redrawn = redrawn.select(pl.col("_i").alias("_row"), pl.col("_shown").alias("raw"), bar.str.slice(0, 400).alias("redraw_bar"))
-    return scatter_rows(frame, redrawn, {"raw": pl.String, "redraw_bar": pl.String}).with_columns(_cut(pl.col("raw")))
+    return scatter_rows(lines, redrawn, {"raw": pl.String, "redraw_bar": pl.String}).with_columns(_cut(pl.col("raw")))
 
 
 def _cut(line: pl.Expr) -> pl.Expr:

@@ -7,11 +7,10 @@ kernels run over many files at once and memory stays bounded by the batch size.
 from __future__ import annotations
 
 import calendar
-import os
 import re
 from collections import Counter
 from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -22,7 +21,7 @@ from postmortem.discover import Inventory, JobFile, Skipped, classify_head, disc
 from postmortem.parsers.flight_recorder import RejectedDump, align_trace_clock, parse_flight_recorder
 from postmortem.parsers.shapes import digit_shape
 from postmortem.parsers.structured import parse_elastic_error, parse_pyspy_json, parse_pyspy_text
-from postmortem.parsers.text import parse_files
+from postmortem.parsers.text import ShapeBook, parse_files
 from postmortem.reading import Unreadable, decode, looks_binary, read_bytes
 from postmortem.schema import RANK_SOURCES, conform
 
@@ -30,9 +29,8 @@ from postmortem.schema import RANK_SOURCES, conform
 # equally fast), small enough that the batches in flight, whose working memory the allocator
 # keeps, stay a small part of the peak (1 GB benchmark: 1.75 GB peak at 16 MB, 2.03 GB at 32 MB).
 BATCH_BYTES = 16 << 20
-# Batches parsed at once. More threads than cores pays: each batch's stages have serial parts
-# (Python glue, single-threaded kernels) that other batches fill (1 GB benchmark, 2 cores:
-# 2 threads 19.8-21.3 s, 4 threads 18.6-20.1 s, peak RSS about 60 MB higher).
+# Batches read and parsed at once. More threads than cores pays: each batch's stages have
+# serial parts (Python glue, single-threaded kernels, reading) that other batches fill.
 PARSE_THREADS = 4
 
 _PATH_RANK = re.compile(r"(?:^|[/_.-])(?:rank|proc|process)[_-]?(\d+)(?=[/_.-]|$)", re.IGNORECASE)
@@ -93,32 +91,23 @@ def build_timeline(
     notes: list[Skipped] = []
     skipped = list(inventory.skipped)
     frames: list[pl.DataFrame] = []
-    workers = workers or min(8, (os.cpu_count() or 2) * 2)
     facts = _path_facts(inventory.files)
     fids = {f.rel: i for i, f in enumerate(inventory.files)}
-    # Reading runs in a pool of threads; batches are parsed in another pool so that several
-    # batches' polars kernels (which release the GIL) keep the cores busy.
-    pending: list[Future[pl.DataFrame | None]] = []
-    with ThreadPoolExecutor(max_workers=workers) as pool, ThreadPoolExecutor(max_workers=PARSE_THREADS) as parsers:
-        for batch in _batches(inventory.files):
-            texts: list[_Read] = []
-            structured: list[pl.DataFrame] = []
-            for read in pool.map(_read_file, batch):
-                notes.extend(Skipped(read.file.rel, n) for n in read.notes)
-                if read.error is not None:
-                    skipped.append(Skipped(read.file.rel, read.error))
-                elif read.rows is not None:
-                    structured.append(_tag(read.rows, fids[read.file.rel]))
-                else:
-                    texts.append(read)
-            batch_texts, decoded = _text_batch(texts, fids)
-            notes.extend(decoded)
-            pending.append(parsers.submit(_parse_batch, batch_texts, structured, keep, keep_all))
-            # bound memory: at most PARSE_THREADS batches of raw text in flight
-            while sum(not f.done() for f in pending) >= PARSE_THREADS:
-                next(f for f in pending if not f.done()).result()
-        frames = [f for f in (p.result() for p in pending) if f is not None]
-        pending.clear()
+
+    book = ShapeBook(keep)  # what the batches find of the job's line shapes, shared
+
+    def read_and_parse(files: list[JobFile]) -> _Batch:
+        return _read_and_parse(files, fids, keep, keep_all, book)
+
+    # Each batch is read, decoded and parsed by one task, and several run at once so that their
+    # polars kernels and numpy passes (which release the GIL) keep the cores busy; a task holds
+    # its batch's text only while it runs, so at most ``workers`` batches are in memory.
+    with ThreadPoolExecutor(max_workers=workers or PARSE_THREADS) as pool:
+        for batch in pool.map(read_and_parse, _batches(inventory.files)):
+            notes.extend(batch.notes)
+            skipped.extend(batch.skipped)
+            if batch.frame is not None:
+                frames.append(batch.frame)
     inventory.skipped[:] = sorted(skipped, key=lambda s: s.rel)
     parsed_files = {f.rel for f in inventory.files} - {s.rel for s in skipped}
     inventory.files[:] = [f for f in inventory.files if f.rel in parsed_files]
@@ -130,13 +119,39 @@ def build_timeline(
     return Timeline(frame, inventory, notes)
 
 
+@dataclass
+class _Batch:
+    """One batch of files as parsed: its rows, and what was noticed and skipped on the way."""
+
+    frame: pl.DataFrame | None
+    notes: list[Skipped]
+    skipped: list[Skipped]
+
+
+def _read_and_parse(files: list[JobFile], fids: dict[str, int], keep: str | None, keep_all: bool, book: ShapeBook) -> _Batch:
+    notes: list[Skipped] = []
+    skipped: list[Skipped] = []
+    texts: list[_Read] = []
+    structured: list[pl.DataFrame] = []
+    for read in map(_read_file, files):
+        notes.extend(Skipped(read.file.rel, n) for n in read.notes)
+        if read.error is not None:
+            skipped.append(Skipped(read.file.rel, read.error))
+        elif read.rows is not None:
+            structured.append(_tag(read.rows, fids[read.file.rel]))
+        else:
+            texts.append(read)
+    batch_texts, decoded = _text_batch(texts, fids)
+    return _Batch(_parse_batch(batch_texts, structured, keep, keep_all, book), notes + decoded, skipped)
+
+
 def _parse_batch(
-    texts: pl.DataFrame | None, structured: list[pl.DataFrame], keep: str | None, keep_all: bool
+    texts: pl.DataFrame | None, structured: list[pl.DataFrame], keep: str | None, keep_all: bool, book: ShapeBook
 ) -> pl.DataFrame | None:
     """One batch's rows: parsed text lines (notable ones) and structured dump rows, in file order."""
     parts = list(structured)
     if texts is not None:
-        parts.append(parse_files(texts, keep=keep, keep_all=keep_all))
+        parts.append(parse_files(texts, keep=keep, keep_all=keep_all, book=book))
     if not parts:
         return None
     merged = pl.concat(parts, how="diagonal_relaxed")

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from postmortem.parsers import patterns as P
 from postmortem.parsers import text as X
 from postmortem.parsers.shapes import digit_blind, digit_shape, is_digit_blind, shape_column
+from postmortem.reading import split_raw
 from postmortem.rule_engine import load_rules
 
 
@@ -120,7 +121,7 @@ def test_lines_of_one_shape_parse_as_each_would_alone(texts: list[str], keep: st
 @given(st.lists(_line(), min_size=1, max_size=60).map("\n".join))
 def test_shapes_numbered_by_their_text_parse_as_shapes_numbered_by_hash(text: str):
     # (the path taken when two shapes of a batch hash alike)
-    lines = X.split_lines(_files([text]).with_columns(
+    lines = split_raw(_files([text]).with_columns(
         shape_column(pl.Series([text])), pl.lit(False).alias("_has_pfx"), pl.lit(False).alias("_has_rec")
     ))
     assert X.parse_text(lines, keep_all=False).equals(X.parse_text(lines, keep_all=False, exact_shapes=True))
@@ -138,3 +139,27 @@ def test_a_step_that_also_stands_in_the_total_is_read_where_it_stands():
     parsed = X.parse_files(_files(["\n".join(lines)]), keep_all=True)
     assert parsed.select("step", "max_steps").rows()[:4] == [(100, 5000), (500, 5000), (12, 12), (34, 12)]
     assert parsed["kind"].to_list()[4:] == ["error", "info"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(st.lists(_line(), max_size=30).map("\n".join), min_size=2, max_size=4),
+    st.sampled_from(KEEPS),
+    st.booleans(),
+)
+def test_a_book_of_earlier_batches_shapes_changes_nothing(texts: list[str], keep: str | None, keep_all: bool):
+    # what a job's earlier batches found of its shapes is only reused, never a different answer
+    book = X.ShapeBook(keep)
+    for i, text in enumerate(texts):
+        batch = _files([text]).with_columns(pl.lit(i).alias("_fid"))
+        with_book = X.parse_files(batch, keep=keep, keep_all=keep_all, book=book)
+        assert with_book.equals(X.parse_files(batch, keep=keep, keep_all=keep_all))
+
+
+def test_a_full_book_stops_remembering(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(X, "MAX_SHAPES", 3)
+    book = X.ShapeBook(None)
+    text = "\n".join(TEMPLATES[i].format(*["1"] * TEMPLATES[i].count("{}")) for i in range(8))
+    first = X.parse_files(_files([text]), keep_all=True, book=book)
+    assert X.parse_files(_files([text]), keep_all=True, book=book).equals(first)
+    assert book._known.height <= 3

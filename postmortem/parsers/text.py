@@ -19,25 +19,30 @@ bulk of a big log costs only a few passes:
 
 from __future__ import annotations
 
+import functools
+import threading
+
 import polars as pl
 import regex
 
 from postmortem.exprs import matches, matches_any, scatter_rows
 from postmortem.parsers import patterns as P
 from postmortem.parsers.shapes import digit_blind, is_digit_blind, shape_column
-from postmortem.reading import split_lines
+from postmortem.reading import collapse_redraws, split_raw
 
 _HEAD = 64  # characters of a message searched for its timestamp and level
 
 
-def parse_files(files: pl.DataFrame, *, keep: str | None = None, keep_all: bool = True) -> pl.DataFrame:
+def parse_files(
+    files: pl.DataFrame, *, keep: str | None = None, keep_all: bool = True, book: ShapeBook | None = None
+) -> pl.DataFrame:
     """Parse a batch of text files: one row per file with ``_fid`` (an integer file id),
     ``family``, ``text`` and, optionally, ``shape``: the text's digit shape
     (:func:`parsers.shapes.digit_shape`), computed here when missing. Rows carry ``_fid``, not
     the family (nor any other per-file column, which would be repeated on every line).
 
     With ``keep_all`` False only notable lines are returned (see :func:`_keep_rows`); ``keep``
-    is a regex of further lines to keep (the rule set's patterns).
+    is a regex of further lines to keep (the rule set's patterns). ``book``: see :func:`parse_text`.
     """
     if "shape" not in files.columns:
         files = files.with_columns(shape_column(files.get_column("text")))
@@ -45,43 +50,56 @@ def parse_files(files: pl.DataFrame, *, keep: str | None = None, keep_all: bool 
         ((pl.col("family") == "slurm") | pl.col("text").str.contains(P.literals(P.PREFIX_HINTS))).alias("_has_pfx"),
         matches_any(pl.col("text"), P.RECORD_ANY).alias("_has_rec"),
     )
-    return parse_text(split_lines(hinted), keep=keep, keep_all=keep_all)
+    return parse_text(split_raw(hinted), keep=keep, keep_all=keep_all, book=book)
 
 
-def parse_text(lines: pl.DataFrame, *, keep: str | None = None, keep_all: bool = True, exact_shapes: bool = False) -> pl.DataFrame:
+def parse_text(
+    lines: pl.DataFrame,
+    *,
+    keep: str | None = None,
+    keep_all: bool = True,
+    exact_shapes: bool = False,
+    book: ShapeBook | None = None,
+) -> pl.DataFrame:
     """Parse a batch of lines.
 
-    ``lines`` are :func:`parse_files`' split lines: ``line``, ``raw``, ``shape``, ``redraw_bar``,
-    the per-file columns and the whole-file hints ``_has_pfx`` / ``_has_rec``. Returns timeline
+    ``lines`` are :func:`parse_files`' lines as written (:func:`reading.split_raw`): ``line``,
+    ``raw``, ``shape``, the per-file columns and the whole-file hints ``_has_pfx`` /
+    ``_has_rec``. Returns timeline
     columns (see :mod:`postmortem.schema`) plus ``stream`` and ``srun`` helpers.
-    ``exact_shapes`` groups lines by their shapes' text instead of its hash (the same result).
+    ``exact_shapes`` groups lines by their shapes' text instead of its hash (the same result);
+    ``book`` is what is known of the job's shapes so far (see :class:`ShapeBook`).
     """
-    shapes = _Shapes(keep)
-    frame = shapes.keyed(_strip_prefixes(lines), exact=exact_shapes)
+    book = book or ShapeBook(keep)
+    assert book.keep == keep, "a shape book is for one keep pattern"
+    frame, shapes = book.keyed(lines, exact=exact_shapes)
     if not keep_all:
-        frame = _drop_chatter(frame, shapes)
-    frame = shapes.classified(frame)
+        frame = _drop_chatter(frame, book.keep_per_line)
+    frame, ambiguous, found = book.classified(frame, shapes)
     # the per-line extraction as lazy queries: polars then shares common subexpressions and
     # runs them in morsels on the streaming engine
-    lazy = _kinds(_progress(frame.lazy().with_row_index("_row"), shapes.ambiguous_sources))
-    frame = _fields(lazy.collect(engine="streaming"))
+    lazy = _kinds(_progress(frame.lazy().with_row_index("_row"), ambiguous, found), found)
+    frame = _fields(lazy.collect(engine="streaming"), found)
     frame = _records(frame)
     frame = _child_failed_entries(frame)
     frame = frame if keep_all else _keep_rows(frame, keep)
     # what deciding which lines to keep does not need is read from the kept lines only
     args = pl.when(pl.col("_c_args")).then(pl.col("message"))
-    frame = _timestamps(frame.lazy()).with_columns(
-        args.str.extract(P.NODE_RANK_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_node_rank"),
-        args.str.extract(P.NPROC_ARG, 1).cast(pl.Int64, strict=False).alias("_arg_nproc"),
-    ).drop("_row", "_has_pfx", "_rec_kind", "family", "_key", "_c_kept", *_CLASS_COLUMNS).collect(engine="streaming")
+    frame = _timestamps(frame).lazy().with_columns(
+        (args.str.extract(pattern, 1).cast(pl.Int64, strict=False) if "_c_args" in found else pl.lit(None, pl.Int64)).alias(name)
+        for name, pattern in (("_arg_node_rank", P.NODE_RANK_ARG), ("_arg_nproc", P.NPROC_ARG))
+    ).drop("_row", "_has_pfx", "_rec_kind", "family", "_shape", "_c_kept", *_CLASS_COLUMNS).collect(engine="streaming")
     # most extracted fields are null on every line of a batch: a constant costs no memory
     empty = [name for name, column in frame.to_dict().items() if column.null_count() == frame.height]
     return frame.with_columns(pl.lit(None, frame.schema[name]).alias(name) for name in empty)
 
 
-def _exact(gate: str, pattern: str) -> pl.Expr:
+def _exact(gate: str, pattern: str, found: frozenset[str]) -> pl.Expr:
     """Whether each line's message matches ``pattern``, given the column ``gate``: whether
-    the line's shape matches the pattern's digit-blind version (see :class:`_Shapes`)."""
+    the line's shape matches the pattern's digit-blind version (see :class:`ShapeBook`), and
+    ``found``: the gates true on some line of the batch."""
+    if gate not in found:
+        return pl.lit(False)
     if is_digit_blind(pattern):
         return pl.col(gate)
     return matches(pl.when(pl.col(gate)).then(pl.col("message")), pattern)
@@ -103,78 +121,162 @@ _STEP_SOURCES: tuple[tuple[str, str], ...] = (
     *(("message", p) for p in P.PROGRESS_FORMATS[3:]),
 )
 _BAR_IN_LINE, _BAR_REDRAWN = 3, 4
+_REDRAWN_BAR = "redrawn bar"  # (in the classes found: some line's step is in its redraw-hidden bar)
 # The values read from every line at a place its shape fixes (a byte offset and a length,
 # found on one line of the shape): "_o_<value>" and "_n_<value>".
 _VALUES = ("step", "max_steps", *P.METRICS, "dated", "glog")
+_GATE_COLUMNS = ("_c_error", "_c_lifecycle", "_c_collective", "_c_fields", "_c_args")
 _CLASS_COLUMNS = (
     "_c_step", "_c_total", "_c_ambiguous", "_c_error", "_c_lifecycle", "_c_collective", "_c_fields",
     "_c_args", *(f"_{part}_{value}" for value in _VALUES for part in "on"),
 )
 
 
-class _Shapes:
-    """What the patterns say of each digit shape of a batch, found on one line of the shape.
+class ShapeBook:
+    """What the patterns say of each digit shape of a job, found on one line of the shape and
+    remembered for the job's later batches: after the first few batches of a big job, nearly
+    every line's shape is known, and nothing is classified at all.
 
-    :meth:`keyed` gives every line ``_key``, its shape's id, and ``_c_kept``: whether a line of
-    the shape can be kept at all. :meth:`classified` adds, to the lines it is given,
-    ``level`` and the class columns: ``_c_step`` / ``_c_total`` (the index in
-    ``_STEP_SOURCES`` of the format that names the step, and the one that names the total);
-    ``_c_error`` / ``_c_collective`` (gates: their exact patterns are not digit-blind, see
-    :func:`_exact`), ``_c_lifecycle``, ``_c_fields`` (the field extractors' gate), ``_c_args``
-    (launcher arguments); and where each value of ``_VALUES`` lies (``_c_ambiguous`` where the
-    step or total could not be placed: those lines search their format themselves).
+    :meth:`keyed` gives every line of a batch its message, ``_key`` (its shape's id) and
+    ``_c_kept``: whether a line of the shape can be kept at all. :meth:`classified` adds, to
+    the lines it is given, ``level`` and the class columns: ``_c_step`` / ``_c_total`` (the
+    index in ``_STEP_SOURCES`` of the format that names the step, and the one that names the
+    total); ``_c_error`` / ``_c_collective`` (gates: their exact patterns are not digit-blind,
+    see :func:`_exact`), ``_c_lifecycle``, ``_c_fields`` (the field extractors' gate),
+    ``_c_args`` (launcher arguments); and where each value of ``_VALUES`` lies
+    (``_c_ambiguous`` where the step or total could not be placed: those lines search their
+    format themselves). A book is shared by the threads parsing one job's batches.
     """
 
     def __init__(self, keep: str | None) -> None:
+        self.keep = keep
         kept = _blind(P.KEPT_SUPERSET)
         keep_gate = digit_blind(keep) if keep else None
         self.kept = kept if keep_gate is None else f"{kept}|{keep_gate}"
         # a keep pattern this cannot see through is searched in every line not kept already
         self.keep_per_line = keep if keep and keep_gate is None else None
-        self.reps = pl.DataFrame()
-        self.ambiguous_sources: list[int] = []
+        self._known = pl.DataFrame()
+        self._lock = threading.Lock()
 
-    def keyed(self, frame: pl.DataFrame, *, exact: bool = False) -> pl.DataFrame:
-        """``frame`` with ``_key`` and ``_c_kept``; ``exact`` numbers the shapes by their text
-        instead of their hash (the same result, slower)."""
+    def keyed(self, lines: pl.DataFrame, *, exact: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """``lines`` (as written) with their messages (:func:`_messages`), ``_key`` and
+        ``_c_kept``; and the batch's shapes, for :meth:`classified`. ``exact`` numbers the
+        shapes by their text instead of their hash (the same result, slower; nothing is
+        remembered: the numbers are the batch's own)."""
         # lines of a prefixed file lose a prefix the line's shape does not show: the key
         # tells such lines apart (srun labels are stripped only in srun output)
         flag = pl.col("_has_pfx").cast(pl.UInt64) * (1 + (pl.col("family") == "slurm").cast(pl.UInt64))
-        frame = frame.with_columns(flag.alias("_flag"))
+        lines = lines.with_columns(flag.alias("_flag"))
         if not exact:
-            hashed = self._keyed(frame.with_columns((pl.col("shape").hash() + pl.col("_flag")).alias("_key")))
+            hashed = self._keyed(lines.with_columns((pl.col("shape").hash() + pl.col("_flag")).alias("_key")))
             if hashed is not None:
                 return hashed
-        codes = frame.unique(["shape", "_flag"], keep="first", maintain_order=True).select("shape", "_flag").with_row_index("_key")
-        keyed = self._keyed(
-            frame.join(codes.with_columns(pl.col("_key").cast(pl.UInt64)), on=["shape", "_flag"], how="left", maintain_order="left")
+        codes = lines.unique(["shape", "_flag"], keep="first", maintain_order=True).select("shape", "_flag").with_row_index("_key")
+        keyed = ShapeBook(self.keep)._keyed(
+            lines.join(codes.with_columns(pl.col("_key").cast(pl.UInt64)), on=["shape", "_flag"], how="left", maintain_order="left")
         )
         assert keyed is not None  # numbered by their text, two shapes never share a key
-        return keyed
+        return keyed[0], keyed[1].with_columns(pl.lit(False).alias("_remember"))
 
-    def _keyed(self, frame: pl.DataFrame) -> pl.DataFrame | None:
-        reps = frame.filter(pl.col("_key").is_first_distinct()).select("_key", "shape", "message", "redraw_bar")
-        reps = reps.with_columns(pl.col("message").str.contains(self.kept).alias("_c_kept"))
-        joined = frame.join(
-            reps.select("_key", "_c_kept", pl.col("shape").alias("_rep_shape")), on="_key", how="left", maintain_order="left"
-        )
-        if not joined.select((pl.col("shape") == pl.col("_rep_shape")).all()).item():
+    def _keyed(self, lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+        """See :meth:`keyed`; None when two shapes share a key.
+
+        A line's message is a span of what was written that its shape fixes (the redrawn
+        segment shown, less trailing blanks, cut at MAX_LINE_CHARS): found on one line of the
+        shape, cut from the others. Lines with a launcher prefix or a redraw-hidden bar are
+        worked out line by line."""
+        firsts = lines.filter(pl.col("_key").is_first_distinct())
+        known = self._known.join(firsts.select("_key"), on="_key", how="semi") if self._known.height else None
+        new = firsts if known is None else firsts.join(known.select("_key"), on="_key", how="anti")
+        if known is None:
+            shapes = _first_look(new, self.kept)
+        else:
+            shapes = pl.concat([known, _first_look(new, self.kept)], how="diagonal_relaxed") if new.height else known
+        # the batch's shapes in a fixed order; each line is numbered by its shape's place in it
+        shapes = shapes.with_row_index("_shape").with_columns(pl.lit(True).alias("_remember"))
+        codes = lines.select(pl.col("_key").replace_strict(shapes.get_column("_key"), shapes.get_column("_shape")).alias("_shape"))
+        per_line = shapes.select("_rep_shape", "_o_message", "_n_message", "_c_kept", "_by_line")[codes.to_series()]
+        keyed = lines.hstack(codes).hstack(per_line)
+        if not keyed.select((pl.col("shape") == pl.col("_rep_shape")).all()).item():
             return None  # two shapes with one hash
-        self.reps = reps.drop("shape")
-        return joined.drop("shape", "_rep_shape", "_flag")
-
-    def classified(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """``frame``'s lines with the class columns of their shapes."""
-        reps = self.reps.join(frame.select(pl.col("_key").unique()), on="_key", how="semi")
-        classes = _classify(reps)
-        self.ambiguous_sources = sorted(
-            {i for column in ("_c_step", "_c_total") for i in classes.filter("_c_ambiguous").get_column(column).drop_nulls().to_list()}
+        frame = keyed.with_columns(
+            _cut_out(pl.col("raw"), pl.col("_o_message"), pl.col("_n_message")).alias("message"),
+            pl.lit(None, pl.String).alias("redraw_bar"),
+            pl.lit(None, pl.Int64).alias("pfx_rank"),
+            pl.lit(None, pl.Int64).alias("pfx_local"),
+            pl.lit(None, pl.Int64).alias("srun"),
+            pl.lit(None, pl.Datetime("us")).alias("_k8s_time"),
+            pl.col("_fid").cast(pl.UInt64).alias("stream"),
         )
-        return frame.join(classes.select("_key", "level", *_CLASS_COLUMNS), on="_key", how="left", maintain_order="left")
+        by_line = keyed.get_column("_by_line")
+        if by_line.any():  # the few such lines are worked out alone and written back by row
+            own = _messages(keyed.filter(by_line)).with_columns(by_line.arg_true().alias("_row"))
+            frame = scatter_rows(frame, own, {name: own.schema[name] for name in ("redraw_bar", *_PREFIX_COLUMNS)})
+        frame = frame.drop("raw", "shape", "_flag", "_key", "_rep_shape", "_o_message", "_n_message", "_by_line")
+        if new.height:
+            self._remember(shapes.join(new.select("_key"), on="_key", how="semi").drop("_shape"))
+        return frame, shapes
+
+    def classified(self, frame: pl.DataFrame, shapes: pl.DataFrame) -> tuple[pl.DataFrame, list[int], frozenset[str]]:
+        """``frame``'s lines with the class columns of their ``shapes`` (from :meth:`keyed`);
+        the formats that lines whose shape left the step's place unknown must search; and the
+        gate columns true on some line (a pattern no line can match is not searched at all)."""
+        needed = pl.col("_shape").is_in(frame.get_column("_shape").unique().implode())
+        todo = shapes.filter(needed & ~pl.col("_classified"))
+        if todo.height or "_c_step" not in shapes.columns:  # (then, with no shape at all to classify, for the columns)
+            classified = _classify(todo).with_columns(pl.lit(True).alias("_classified"))
+            self._remember(classified.drop("_shape"))
+            shapes = pl.concat([shapes.filter(~(needed & ~pl.col("_classified"))), classified], how="diagonal_relaxed").sort("_shape")
+        used = shapes.filter(needed)
+        ambiguous = used.filter("_c_ambiguous").select(pl.concat_list("_c_step", "_c_total").explode().drop_nulls().unique())
+        gates = used.select(
+            *(pl.col(name).any() for name in _GATE_COLUMNS),
+            ((pl.col("_c_step") == _BAR_REDRAWN) | (pl.col("_c_total") == _BAR_REDRAWN)).any().alias(_REDRAWN_BAR),
+        ).row(0, named=True) if used.height else {}
+        frame = frame.hstack(shapes.select("level", *_CLASS_COLUMNS)[frame.get_column("_shape")])
+        return frame, sorted(ambiguous.to_series().to_list()), frozenset(name for name, any_true in gates.items() if any_true)
+
+    def _remember(self, shapes: pl.DataFrame) -> None:
+        """Keep what was found of ``shapes`` for later batches (up to MAX_SHAPES of them)."""
+        shapes = shapes.filter(pl.col("_remember")).drop("_remember")
+        if not shapes.height:
+            return
+        with self._lock:
+            known = self._known
+            if known.height + shapes.height > MAX_SHAPES:
+                return
+            if not known.height:
+                self._known = shapes
+                return
+            # (a shape another batch has classified meanwhile is not written over by a first look)
+            shapes = shapes.filter(pl.col("_classified") | ~pl.col("_key").is_in(known.get_column("_key").implode()))
+            rest = known.join(shapes.select("_key"), on="_key", how="anti")
+            self._known = pl.concat([rest, shapes], how="diagonal_relaxed")
+
+
+# Shapes a book remembers: beyond that (a job whose lines are nearly all unlike), each batch
+# works out its own shapes.
+MAX_SHAPES = 50_000
+
+
+def _first_look(reps: pl.DataFrame, kept: str) -> pl.DataFrame:
+    """What a first look at one line of each shape finds: its message and where it stands in
+    what was written (``_o_message``, ``_n_message``), whether the shape is worked out line by
+    line (``_by_line``) and whether it can be kept (``_c_kept``)."""
+    raw = pl.col("raw").str.strip_chars_end()
+    shown = raw.str.split("\r").list.last()
+    reps = reps.with_columns((raw.str.len_bytes() - shown.str.len_bytes()).alias("_o_message"), pl.col("shape").alias("_rep_shape"))
+    return _messages(reps).select(
+        "_key", "_rep_shape", "message", "redraw_bar", "_o_message",
+        pl.col("message").str.len_bytes().alias("_n_message"),
+        (pl.col("_has_pfx") | pl.col("redraw_bar").is_not_null()).alias("_by_line"),
+        pl.col("message").str.contains(kept).alias("_c_kept"),
+        pl.lit(False).alias("_classified"),
+    )
 
 
 def _classify(reps: pl.DataFrame) -> pl.DataFrame:
-    """The class columns of one line per shape (see :class:`_Shapes`)."""
+    """The class columns of one line per shape (see :class:`ShapeBook`)."""
     msg = pl.col("message")
     head = msg.str.slice(0, _HEAD)
     reps = _step_spans(_progress_sources(reps))
@@ -257,19 +359,25 @@ def _tail_span(name: str, text: pl.Expr, pattern: str, tail: pl.Expr | None = No
 
 def _value(text: pl.Expr, value: str) -> pl.Expr:
     """Each line's ``value`` (see ``_VALUES``), cut from ``text`` where its shape says."""
-    return text.cast(pl.Binary).bin.slice(pl.col(f"_o_{value}"), pl.col(f"_n_{value}")).cast(pl.String)
+    return _cut_out(text, pl.col(f"_o_{value}"), pl.col(f"_n_{value}"))
 
 
-def _strip_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
-    """Launcher prefixes stripped into ``pfx_rank``, ``pfx_local``, ``srun``, ``_k8s_time`` and
-    ``stream``; only the lines of files whose whole-file hint says they may have one are searched."""
+def _cut_out(text: pl.Expr, offset: pl.Expr, length: pl.Expr) -> pl.Expr:
+    """The bytes ``offset`` to ``offset + length`` of ``text`` (on UTF-8 character boundaries)."""
+    return text.cast(pl.Binary).bin.slice(offset, length).cast(pl.String)
+
+
+def _messages(lines: pl.DataFrame) -> pl.DataFrame:
+    """Lines as written made messages, line by line: redraws collapsed (``redraw_bar``), then
+    launcher prefixes stripped into ``pfx_rank``, ``pfx_local``, ``srun``, ``_k8s_time`` and
+    ``stream`` where the whole-file hint says a file may have them (each other file is one stream)."""
+    lines = collapse_redraws(lines)
     hinted = lines.get_column("_has_pfx")
     if hinted.all():
         return _prefixed(lines)
     frame = _without_prefixes(lines)
     if not hinted.any():
         return frame
-    # the few hinted files' lines are parsed alone and written back by row (no merge, no sort)
     prefixed = _prefixed(lines.filter(hinted)).with_columns(hinted.arg_true().alias("_row"))
     return scatter_rows(frame, prefixed, {name: prefixed.schema[name] for name in _PREFIX_COLUMNS})
 
@@ -346,7 +454,7 @@ def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
     ).drop("_rest", "pfx", "mpi_rank", "role1", "n1", "role2", "n2", "raw")
 
 
-def _drop_chatter(frame: pl.DataFrame, shapes: _Shapes) -> pl.DataFrame:
+def _drop_chatter(frame: pl.DataFrame, keep_per_line: str | None) -> pl.DataFrame:
     """Drop the lines :func:`_keep_rows` would drop whatever their fields turn out to be.
 
     A line survives when its shape matches :data:`patterns.KEPT_SUPERSET` or the keep pattern
@@ -356,15 +464,25 @@ def _drop_chatter(frame: pl.DataFrame, shapes: _Shapes) -> pl.DataFrame:
     step" still sees a dropped line in between.
     """
     candidate = pl.col("_c_kept") | pl.col("redraw_bar").is_not_null() | pl.col("_has_rec")
-    if shapes.keep_per_line:
-        candidate = candidate | matches(pl.when(~candidate).then(pl.col("message")), shapes.keep_per_line)
+    if keep_per_line:
+        candidate = candidate | matches(pl.when(~candidate).then(pl.col("message")), keep_per_line)
     frame = frame.with_columns(candidate.alias("_candidate"))
     frame = frame.with_columns((~pl.col("_candidate")).cast(pl.UInt32).cum_sum().over("stream").alias("_gap"))
     return frame.filter(pl.col("_candidate")).drop("_candidate")
 
 
-def _timestamps(frame: pl.LazyFrame) -> pl.LazyFrame:
-    # The stamp is cut where the line's shape has it (see _Shapes); each form is then parsed
+def _timestamps(frame: pl.DataFrame) -> pl.DataFrame:
+    """``ts`` and ``_no_year`` (a c10/glog header's time, in the leap year 2000), worked out on
+    the lines whose shape has a stamp and written back by row."""
+    stamped = pl.col("_o_dated").is_not_null() | pl.col("_o_glog").is_not_null()
+    rows = frame.select(stamped).to_series().arg_true()
+    times = _stamp_times(frame.lazy().filter(stamped)).select(rows.alias("_row"), "ts", "_no_year").collect()
+    frame = scatter_rows(frame, times, {"ts": pl.Datetime("us"), "_no_year": pl.Boolean})
+    return frame.with_columns(pl.col("_no_year").fill_null(False))
+
+
+def _stamp_times(frame: pl.LazyFrame) -> pl.LazyFrame:
+    # The stamp is cut where the line's shape has it (see ShapeBook); each form is then parsed
     # by strptime, which is far cheaper than one regex with two dozen capture groups.
     frame = frame.with_columns(_value(pl.col("message"), "dated").alias("_dated"), _value(pl.col("message"), "glog").alias("_glog"))
     dated, glog = pl.col("_dated"), pl.col("_glog")
@@ -447,11 +565,13 @@ def _progress_sources(reps: pl.DataFrame) -> pl.DataFrame:
     ).drop(found.columns)
 
 
-def _progress(frame: pl.LazyFrame, ambiguous: list[int]) -> pl.LazyFrame:
+def _progress(frame: pl.LazyFrame, ambiguous: list[int], found: frozenset[str]) -> pl.LazyFrame:
     """Step and total steps, cut from each line where its shape says; the lines whose shape left
     that unknown search the format themselves (``ambiguous``: the formats such lines need)."""
 
     def text(source: pl.Expr) -> pl.Expr:
+        if _REDRAWN_BAR not in found:
+            return pl.col("message")
         return pl.when(source == _BAR_REDRAWN).then(pl.col("redraw_bar")).otherwise(pl.col("message"))
 
     step_source, total_source = pl.col("_c_step"), pl.col("_c_total")
@@ -485,7 +605,7 @@ def _gated(name: str) -> pl.Expr:
     return pl.col("_hinted") if gate is None else pl.when(pl.col("_hinted").str.contains(gate)).then(pl.col("_hinted"))
 
 
-def _fields(frame: pl.DataFrame) -> pl.DataFrame:
+def _fields(frame: pl.DataFrame, found: frozenset[str]) -> pl.DataFrame:
     """Training metrics, and error and collective fields on the rows that can carry them.
 
     The error and collective extractors run on a filtered copy of the few hinted rows, and
@@ -498,10 +618,19 @@ def _fields(frame: pl.DataFrame) -> pl.DataFrame:
         _value(msg, name).cast(pl.Float64, strict=False).alias(name)  # (casting reads NaN, Inf)
         for name in P.METRICS
     )
+    if "_c_fields" not in found:
+        return frame.with_columns(pl.lit(None, dtype).alias(name) for name, dtype in _field_schema().items())
     rows = frame.lazy().filter(pl.col("_c_fields")).select("_row", msg.alias("_hinted")).collect()
     rows = rows.with_columns(*(_gated(name).str.extract_groups(p).alias(name) for name, p in _EXTRACTORS.items()))
     values = rows.select("_row", *_field_values())
     return scatter_rows(frame, values, values.drop("_row").schema)
+
+
+@functools.cache
+def _field_schema() -> pl.Schema:
+    """The fields' columns and types (as :func:`_fields` gives them)."""
+    rows = pl.DataFrame({"_hinted": [""]}).with_columns(pl.col("_hinted").str.extract_groups(p).alias(n) for n, p in _EXTRACTORS.items())
+    return rows.select(_field_values()).schema
 
 
 def _field_gate(text: pl.Expr) -> pl.Expr:
@@ -554,16 +683,16 @@ def _field_values() -> list[pl.Expr]:
     ]
 
 
-def _kinds(frame: pl.LazyFrame) -> pl.LazyFrame:
+def _kinds(frame: pl.LazyFrame, found: frozenset[str]) -> pl.LazyFrame:
     level = pl.col("level")
-    is_error = _exact("_c_error", P.ERROR_LINE) | level.is_in(["ERROR", "CRITICAL"])
+    is_error = _exact("_c_error", P.ERROR_LINE, found) | level.is_in(["ERROR", "CRITICAL"])
     kind = (
         pl.when(is_error).then(pl.lit("error"))
         .when(level == "WARNING").then(pl.lit("warning"))
         # "Stopping training due to num_updates: 10" names a step but is the end of training
-        .when(_exact("_c_lifecycle", P.LIFECYCLE_LINE)).then(pl.lit("lifecycle"))
+        .when(_exact("_c_lifecycle", P.LIFECYCLE_LINE, found)).then(pl.lit("lifecycle"))
         .when(pl.col("step").is_not_null()).then(pl.lit("progress"))
-        .when(_exact("_c_collective", P.COLLECTIVE_LINE)).then(pl.lit("collective"))
+        .when(_exact("_c_collective", P.COLLECTIVE_LINE, found)).then(pl.lit("collective"))
         .otherwise(pl.lit("info"))
     )
     return frame.with_columns(kind.alias("kind"))
