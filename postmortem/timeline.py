@@ -394,19 +394,25 @@ def _concat_columnwise(parts: list[pl.DataFrame]) -> pl.DataFrame:
     """
     schema = pl.concat([p.clear() for p in parts], how="diagonal_relaxed").schema
     heights = [p.height for p in parts]
-    columns = []
+    pieces: dict[str, list[pl.Series]] = {}
     empty: list[pl.Expr] = []
     for name, dtype in schema.items():
         if all(name not in p.columns or p.get_column(name).null_count() == p.height for p in parts):
             # a column no row has a value in stays a constant: no memory behind it
             empty.append(pl.lit(None, dtype).alias(name))
             continue
-        pieces = [
+        pieces[name] = [
             p.drop_in_place(name).cast(dtype) if name in p.columns else pl.repeat(None, h, dtype=dtype, eager=True)
             for p, h in zip(parts, heights, strict=True)
         ]
-        columns.append(pl.concat(pieces, rechunk=True).alias(name))
     parts.clear()
+
+    def concat(name: str) -> pl.Series:
+        return pl.concat(pieces.pop(name), rechunk=True).alias(name)
+
+    # (columns copied side by side: each is one thread's work)
+    with ThreadPoolExecutor(max_workers=PARSE_THREADS) as pool:
+        columns = list(pool.map(concat, list(pieces)))
     return pl.DataFrame(columns).with_columns(empty).select(schema.names())
 
 
