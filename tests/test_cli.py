@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,21 @@ def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
 def test_version():
     result = run("--version")
     assert result.returncode == 0 and result.stdout.startswith("postmortem ")
+
+
+def _allocator_setting(code: str, env: dict[str, str]) -> str:
+    script = f"{code}; import os; print(os.environ.get('_RJEM_MALLOC_CONF'))"
+    clean = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, env={**clean, **env}, check=True)
+    return result.stdout.strip()
+
+
+def test_allocator_returns_freed_pages_unless_told_otherwise():
+    # set before polars loads (postmortem first; polars appends it to its own defaults, and the
+    # last setting wins), never over the user's setting, and not when polars was loaded already
+    assert _allocator_setting("import postmortem.timeline", {}).endswith(",muzzy_decay_ms:0")
+    assert _allocator_setting("import postmortem", {"_RJEM_MALLOC_CONF": "narenas:2"}) == "narenas:2"
+    assert "muzzy_decay_ms:0" not in _allocator_setting("import polars; import postmortem", {})
 
 
 @pytest.mark.parametrize("command", [[], ["analyze"], ["timeline"]])
