@@ -5,7 +5,6 @@ Each pattern cites the format section of ``shared/reference/log-formats.md`` it 
 
 from __future__ import annotations
 
-import itertools
 import re
 
 # §0, §7.1-7.3: launcher prefixes, stripped from the outside in.
@@ -112,7 +111,6 @@ FIELD_HINTS: tuple[str, ...] = (
 # ... and lines starting with one of these (LINE_RANK's "[Rank 3] "): anywhere in the line,
 # "Rank" would let in every DeepSpeed log_dist line
 FIELD_LINE_STARTS: tuple[str, ...] = ("[Rank",)
-METRIC_HINTS: tuple[str, ...] = ("loss", "norm", "lr", "learning")
 
 # Kinds (§9 and the formats above). Order of precedence: error, warning, progress, lifecycle, collective.
 ERROR_LINE = (
@@ -129,13 +127,6 @@ LIFECYCLE_LINE = (
     r"Saving (?:model )?checkpoint|checkpoint saved|destroy_process_group|destroy_distributed|Starting elastic|"
     r"Starting worker|Rendezvous complete|exited with|\bexiting\b|shutting down|Training completed|"
     r"train_runtime|\bINFO:torch.distributed"
-)
-# Each alternative of LIFECYCLE_LINE contains one of these, lowercased. (?i) defeats the regex
-# engine's literal search, so the parser looks for these in a lowercased copy first. None has
-# an "s": (?i)s also matches "ſ", which lowercasing leaves as it is.
-LIFECYCLE_ANCHORS = (
-    "ignal|group|rendezvou|fini|of epoch|done|complet|topiter|topping|training|train_runtime|checkpoint|"
-    "troy_|tarting|exited|exiting|hutting|info:torch"
 )
 COLLECTIVE_LINE = r"NCCL INFO|HCCL|ncclCommInit|\bWork(?:NCCL|HCCL|Gloo)\(|ProcessGroup|\bc10d\b|gloo|\[PG "
 NOTABLE_INFO = (
@@ -168,13 +159,6 @@ RECORD_CONTINUES: dict[str, str] = {
 # pattern never runs on it (each gate is one cheap search: literals, or the CANN code alone,
 # which no literal can stand for; tests/test_pattern_gates.py checks that they are supersets).
 CANN_CODE = r"E[A-Z0-9]\d{4}"
-ERROR_HINTS: tuple[str, ...] = (
-    "Traceback", "Error", "Exception", "Fatal", "terminate called", "exitcode", "Watchdog caught", "mismatch",
-    "ERR", "out of memory", "Killed process", "Segmentation", "runtime_assert", "watchdog thread",
-    "failed or timed out", "received by PID",
-    # (?i:nan) in every case ("NaN loss", "LOSS IS NAN")
-    *("".join(letters) for letters in itertools.product("nN", "aA", "nN")),
-)
 RECORD_HINTS: tuple[str, ...] = ("Traceback", "terminate called", "ChildFailedError")
 
 
@@ -202,8 +186,6 @@ PROGRESS_ANY = union(*PROGRESS_FORMATS, TQDM)
 # expensive extraction (see parsers.text._drop_chatter); this must stay a superset of all of it.
 KEPT_SUPERSET = union(ERROR_LINE, LIFECYCLE_LINE, COLLECTIVE_LINE, NOTABLE_INFO, PROGRESS_ANY, LINE_RANK, NON_INFO_LEVEL)
 FIELD_GATES = (literals(FIELD_HINTS), CANN_CODE)
-METRIC_HINTS_RE = literals(METRIC_HINTS)
-ERROR_GATES = (literals(ERROR_HINTS), CANN_CODE)
 RECORD_GATES = (literals(RECORD_HINTS), CANN_CODE)
 
 # Whole-file hints, searched once over each file's text: a file with none of these has no line
