@@ -79,7 +79,16 @@ def _dominates(name: str, head: str, share: float) -> bool:
     # each matching line holds one of the literals at least once
     if sum(head.count(lit) for lit in _HEAD_LITERALS[name]) < needed:
         return False
-    return len(_HEAD_PATTERNS[name].findall(head)) >= needed
+    return len(_LINE_START_PATTERNS[name].findall("\n" + head)) >= needed
+
+
+# The line patterns that are counted, anchored at a newline instead of ``^``: ``re`` tries a
+# multiline ``^`` at every position of the head, but looks for a leading literal quickly (a
+# tenth of the time on a 16 KB head).
+_LINE_START_PATTERNS: dict[str, re.Pattern[str]] = {
+    name: re.compile("\n(?:" + _HEAD_PATTERNS[name].pattern.removeprefix("^") + ")") for name in ("plog", "srun", "nccl")
+}
+assert all(_HEAD_PATTERNS[name].pattern.startswith("^") for name in _LINE_START_PATTERNS)
 
 
 @dataclass(frozen=True)
