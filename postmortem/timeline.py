@@ -357,7 +357,7 @@ def _finish(parts: list[pl.DataFrame], inventory: Inventory, facts: pl.DataFrame
         ("_cfe_rank", pl.Int64), ("_cfe_lr", pl.Int64), ("_cfe_host", pl.String), ("_cfe_time", pl.Datetime("us")),
         ("_k8s_time", pl.Datetime("us")), ("_arg_node_rank", pl.Int64), ("_arg_nproc", pl.Int64),
         ("_line_rank", pl.Int64), ("_rec_row", pl.Int64), ("ts", pl.Datetime("us")), ("level", pl.String), ("host", pl.String),
-        ("pid", pl.Int64), ("step", pl.Int64),
+        ("pid", pl.Int64), ("step", pl.Int64), ("_carried", pl.Boolean),
     ):
         if col not in frame.columns:
             frame = frame.with_columns(pl.lit(None, dtype=dtype).alias(col))
@@ -418,12 +418,14 @@ def _concat_columnwise(parts: list[pl.DataFrame]) -> pl.DataFrame:
 
 def _fill_times(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
     # (lazy filters: only the columns named are read, not a filtered copy of the whole frame)
-    years = frame.lazy().filter(~pl.col("_no_year") & pl.col("ts").is_not_null()).select(pl.col("ts").dt.year()).collect()
+    own_time = ~pl.col("_no_year") & pl.col("ts").is_not_null() & ~pl.col("_carried").fill_null(False)
+    years = frame.lazy().filter(own_time).select(pl.col("ts").dt.year()).collect()
     ref_year = int(years.to_series().mode().sort()[-1]) if years.height else _mtime_year(inventory)
     # kubectl --timestamps is the kubelet's receive time (UTC): used only when the line has no time of its own
     ts = pl.coalesce(pl.col("ts"), pl.col("_cfe_time"), pl.col("_k8s_time"))
     frame = frame.with_columns(pl.when(pl.col("_no_year")).then(_in_year(ts, ref_year)).otherwise(ts).alias("ts"))
-    frame = frame.with_columns(pl.col("ts").is_null().alias("_untimed"))
+    # (a time handed on from a dropped line is inferred too: see parsers.text._time_givers)
+    frame = frame.with_columns((pl.col("ts").is_null() | pl.col("_carried").fill_null(False)).alias("_untimed"))
     # Rows are in file order and, within a file, in line order (batches follow the file order;
     # dumps are sorted into theirs), so a file's rows are one run: the previous time in the same
     # file is the previous time overall when it came from this file. No window, no sort.

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from postmortem.parsers import patterns as P
-from postmortem.parsers.text import _keep_rows, parse_files
+from postmortem.parsers.text import _inherit_dropped_times, _keep_rows, parse_files
 from postmortem.rule_engine import load_rules
 
 LINES = [
@@ -54,8 +54,9 @@ def _same_rows(files: pl.DataFrame, keep: str | None) -> None:
     # a record is named by its first row's index, which dropping renumbers: compare the grouping
     same_records = pl.col("_rec_row").rank("dense")
     fast = parse_files(files, keep=keep, keep_all=False).with_columns(same_records)
-    slow = _keep_rows(parse_files(files, keep_all=True), keep).with_columns(same_records)
-    assert fast.columns == slow.columns
+    slow = _inherit_dropped_times(_keep_rows(parse_files(files, keep_all=True), keep)).with_columns(same_records)
+    assert sorted(fast.columns) == sorted(slow.columns)
+    slow = slow.select(fast.columns)
     assert fast.equals(slow), (fast.select("_fid", "line", "message"), slow.select("_fid", "line", "message"))
 
 
@@ -84,7 +85,7 @@ def test_the_prefilter_pattern_covers_every_kept_kind():
     plain = [line for line in LINES if "\r" not in line and not line.startswith("[rank1]")]
     files = _files({"logs/rank_3.log": "\n".join(plain)})
     parsed = parse_files(files, keep_all=True)
-    kept = _keep_rows(parsed, None)
+    kept = _keep_rows(parsed, None).filter("_kept")  # (not the dropped lines that hand on their times)
     assert kept["message"].str.contains(P.KEPT_SUPERSET).all()
     dropped = parsed.join(kept.select("line"), on="line", how="anti")["message"].to_list()
     # the log_dist line repeats the bar's step 12 and carries no metric; the rest is chatter
@@ -113,3 +114,25 @@ def test_prefixed_lines_between_unprefixed_files_are_stripped_in_place():
         (0, 1, None, None), (1, 1, 0, None), (1, 2, None, 1), (2, 1, None, None)
     ]
     assert parsed["message"].to_list() == [LINES[11], LINES[13].removeprefix("[default0]:"), "Traceback (most recent call last):", LINES[11]]
+
+
+def test_a_kept_line_inherits_the_time_of_the_dropped_line_before_it():
+    # per step: a tqdm bar (no time), DeepSpeed's log_dist (a time, dropped: it repeats the
+    # bar's step), ms-swift's metrics (no time), chatter (a time, dropped)
+    trainer = "\n".join([
+        "2026-11-20 10:00:01,000 - INFO - swift - data loader fetched batch of 32768 tokens in 0.03s",
+        "Train:  12%|#         | 12/100 [00:36<19:24,  3.00s/it]",
+        "[2026-11-20 10:00:03,517] [INFO] [logging.py:96:log_dist] [Rank 0] step=12, skipped=0, lr=[1e-05]",
+        "{'loss': 2.4, 'grad_norm': 1.1, 'learning_rate': 1e-05, 'global_step/max_steps': '12/100'}",
+        "2026-11-20 10:00:05,001 - INFO - swift - data loader fetched batch of 32768 tokens in 0.03s",
+        "2026-11-20 10:00:06,002 - DEBUG - transformers.modeling_utils - attention mask cache hit for bucket 3",
+        "Train:  13%|#         | 13/100 [00:39<19:20,  3.00s/it]",
+    ])
+    files = _files({"logs/rank_3.log": trainer})
+    kept = parse_files(files, keep_all=False)
+    assert kept.select("line", "step", pl.col("ts").dt.strftime("%H:%M:%S%.3f"), "_carried").rows() == [
+        (2, 12, "10:00:01.000", True),
+        (4, 12, "10:00:03.517", True),
+        (7, 13, "10:00:06.002", True),
+    ]
+    _same_rows(files, None)

@@ -83,12 +83,15 @@ def parse_text(
     frame = _records(frame)
     frame = _child_failed_entries(frame)
     frame = frame if keep_all else _keep_rows(frame, keep)
-    # what deciding which lines to keep does not need is read from the kept lines only
+    # what deciding which lines to keep does not need is read from the kept lines only (and
+    # the times from the dropped lines the kept ones inherit them from)
+    frame = _timestamps(frame)
+    frame = frame if keep_all else _inherit_dropped_times(frame)
     args = pl.when(pl.col("_c_args")).then(pl.col("message"))
-    frame = _timestamps(frame).lazy().with_columns(
+    frame = frame.lazy().with_columns(
         (args.str.extract(pattern, 1).cast(pl.Int64, strict=False) if "_c_args" in found else pl.lit(None, pl.Int64)).alias(name)
         for name, pattern in (("_arg_node_rank", P.NODE_RANK_ARG), ("_arg_nproc", P.NPROC_ARG))
-    ).drop("_row", "_has_pfx", "_rec_kind", "family", "_shape", "_c_kept", *_CLASS_COLUMNS).collect(engine="streaming")
+    ).drop("_row", "_has_pfx", "_rec_kind", "family", "_shape", "_c_kept", "_c_stamped", *_CLASS_COLUMNS).collect(engine="streaming")
     # most extracted fields are null on every line of a batch: a constant costs no memory
     empty = [name for name, column in frame.to_dict().items() if column.null_count() == frame.height]
     return frame.with_columns(pl.lit(None, frame.schema[name]).alias(name) for name in empty)
@@ -195,7 +198,7 @@ class ShapeBook:
         # the batch's shapes in a fixed order; each line is numbered by its shape's place in it
         shapes = shapes.with_row_index("_shape").with_columns(pl.lit(True).alias("_remember"))
         codes = lines.select(pl.col("_key").replace_strict(shapes.get_column("_key"), shapes.get_column("_shape")).alias("_shape"))
-        per_line = shapes.select("_rep_shape", "_o_message", "_n_message", "_c_kept", "_by_line")[codes.to_series()]
+        per_line = shapes.select("_rep_shape", "_o_message", "_n_message", "_c_kept", "_c_stamped", "_by_line")[codes.to_series()]
         keyed = lines.hstack(codes).hstack(per_line)
         if not keyed.select((pl.col("shape") == pl.col("_rep_shape")).all()).item():
             return None  # two shapes with one hash
@@ -262,7 +265,8 @@ MAX_SHAPES = 50_000
 def _first_look(reps: pl.DataFrame, kept: str) -> pl.DataFrame:
     """What a first look at one line of each shape finds: its message and where it stands in
     what was written (``_o_message``, ``_n_message``), whether the shape is worked out line by
-    line (``_by_line``) and whether it can be kept (``_c_kept``)."""
+    line (``_by_line``), whether it can be kept (``_c_kept``) and whether it has a timestamp
+    (``_c_stamped``: as :func:`_classify` finds it, so that a dropped line's time can be handed on)."""
     raw = pl.col("raw").str.strip_chars_end()
     shown = raw.str.split("\r").list.last()
     reps = reps.with_columns((raw.str.len_bytes() - shown.str.len_bytes()).alias("_o_message"), pl.col("shape").alias("_rep_shape"))
@@ -271,8 +275,14 @@ def _first_look(reps: pl.DataFrame, kept: str) -> pl.DataFrame:
         pl.col("message").str.len_bytes().alias("_n_message"),
         (pl.col("_has_pfx") | pl.col("redraw_bar").is_not_null()).alias("_by_line"),
         pl.col("message").str.contains(kept).alias("_c_kept"),
+        _stamped(pl.col("message").str.slice(0, _HEAD)).alias("_c_stamped"),
         pl.lit(False).alias("_classified"),
     )
+
+
+def _stamped(head: pl.Expr) -> pl.Expr:
+    """Whether a message whose first characters are ``head`` has a timestamp (see :func:`_classify`)."""
+    return head.str.contains(P.DATED_TIMESTAMP) | head.str.contains(P.GLOG_TIMESTAMP)
 
 
 def _classify(reps: pl.DataFrame) -> pl.DataFrame:
@@ -459,16 +469,43 @@ def _drop_chatter(frame: pl.DataFrame, keep_per_line: str | None) -> pl.DataFram
 
     A line survives when its shape matches :data:`patterns.KEPT_SUPERSET` or the keep pattern
     (their digit-blind versions: a superset), carries a redrawn progress bar, or belongs to a
-    file with a record in it (record continuation lines look like anything). ``_gap`` counts
-    the dropped lines before each line of its stream, so that "the previous line repeats this
-    step" still sees a dropped line in between.
+    file with a record in it (record continuation lines look like anything); so does the last
+    stamped line before each of those, whose time the next one may inherit (see
+    :func:`_time_givers`). ``_gap`` counts the other lines before each line of its stream, so
+    that "the previous line repeats this step" still sees a dropped line in between.
     """
     candidate = pl.col("_c_kept") | pl.col("redraw_bar").is_not_null() | pl.col("_has_rec")
     if keep_per_line:
         candidate = candidate | matches(pl.when(~candidate).then(pl.col("message")), keep_per_line)
     frame = frame.with_columns(candidate.alias("_candidate"))
-    frame = frame.with_columns((~pl.col("_candidate")).cast(pl.UInt32).cum_sum().over("stream").alias("_gap"))
-    return frame.filter(pl.col("_candidate")).drop("_candidate")
+    frame = frame.with_columns(
+        (~pl.col("_candidate")).cast(pl.UInt32).cum_sum().over("stream").alias("_gap"),
+        _time_givers(pl.col("_candidate"), pl.col("_c_stamped")).alias("_giver"),
+    )
+    return frame.filter(pl.col("_candidate") | pl.col("_giver")).drop("_candidate", "_giver")
+
+
+def _time_givers(kept: pl.Expr, stamped: pl.Expr) -> pl.Expr:
+    """True on the dropped lines whose time a kept line inherits: in each stream, the last
+    stamped line before a kept one (with no other stamped line in between). A line without a
+    time of its own inherits the previous line's time in its file, dropped or not."""
+    following = pl.when(kept | stamped).then(kept).shift(-1).backward_fill().over("stream")
+    return ~kept & stamped & following.fill_null(False)
+
+
+def _inherit_dropped_times(frame: pl.DataFrame) -> pl.DataFrame:
+    """The kept lines (``_kept``) after a time giver (see :func:`_time_givers`) that have no
+    time of their own take its time (``ts``, ``_no_year``; ``_carried`` marks them, their time
+    is inferred); the givers go."""
+    if not frame.get_column("_kept").all():
+        after_giver = (~pl.col("_kept")).shift(1).over("stream").fill_null(False) & pl.col("ts").is_null()
+        frame = frame.with_columns(
+            *(pl.when(after_giver).then(pl.col(c).shift(1).over("stream")).otherwise(pl.col(c)).alias(c) for c in ("ts", "_no_year")),
+            pl.when(after_giver).then(True).alias("_carried"),  # (null elsewhere, as in a batch without givers)
+        ).filter("_kept")
+    # A filtered message column still points into the whole batch's text buffers; copying the
+    # kept messages lets those buffers go, so memory follows what is kept, not what was read.
+    return frame.drop("_kept").with_columns(pl.col("message") + "")
 
 
 def _timestamps(frame: pl.DataFrame) -> pl.DataFrame:
@@ -770,7 +807,9 @@ def _keep_rows(frame: pl.DataFrame, keep: str | None) -> pl.DataFrame:
     """The notable rows: errors, warnings, lifecycle, progress, collectives, records, lines
     that name a setting or a failure word (``NOTABLE_INFO``) and lines matching ``keep``.
 
-    After :func:`_drop_chatter` (``_gap`` present) or over every parsed line of a batch."""
+    After :func:`_drop_chatter` (``_gap`` present) or over every parsed line of a batch. The
+    dropped lines that give a kept line its time stay, with ``_kept`` false, until the times
+    are read (:func:`_inherit_dropped_times`)."""
     msg = pl.col("message")
     plain = (pl.col("kind") == "info") & pl.col("step").is_null() & pl.col("_rec_row").is_null()
     chatter = pl.when(plain).then(msg)
@@ -790,7 +829,8 @@ def _keep_rows(frame: pl.DataFrame, keep: str | None) -> pl.DataFrame:
         & pl.col("loss").is_null() & pl.col("grad_norm").is_null() & pl.col("lr").is_null()
         & same_step
     )
-    kept = frame.filter(notable & ~repeated_step.fill_null(False)).drop("_gap", strict=False)
-    # A filtered message column still points into the whole batch's text buffers; copying the
-    # kept messages lets those buffers go, so memory follows what is kept, not what was read.
-    return kept.with_columns(pl.col("message") + "")
+    kept = pl.col("_kept")
+    # (over every parsed line, the times are known; after the chatter drop, where they stand)
+    stamped = pl.col("_o_dated").is_not_null() | pl.col("_o_glog").is_not_null() if "_o_dated" in frame.columns else pl.col("ts").is_not_null()
+    frame = frame.with_columns((notable & ~repeated_step.fill_null(False)).alias("_kept"))
+    return frame.filter(kept | _time_givers(kept, stamped)).drop("_gap", strict=False)
