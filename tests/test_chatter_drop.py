@@ -85,7 +85,7 @@ def test_the_prefilter_pattern_covers_every_kept_kind():
     plain = [line for line in LINES if "\r" not in line and not line.startswith("[rank1]")]
     files = _files({"logs/rank_3.log": "\n".join(plain)})
     parsed = parse_files(files, keep_all=True)
-    kept = _keep_rows(parsed, None).filter("_kept")  # (not the dropped lines that hand on their times)
+    kept = _keep_rows(parsed, None)
     assert kept["message"].str.contains(P.KEPT_SUPERSET).all()
     dropped = parsed.join(kept.select("line"), on="line", how="anti")["message"].to_list()
     # the log_dist line repeats the bar's step 12 and carries no metric; the rest is chatter

@@ -494,18 +494,17 @@ def _time_givers(kept: pl.Expr, stamped: pl.Expr) -> pl.Expr:
 
 
 def _inherit_dropped_times(frame: pl.DataFrame) -> pl.DataFrame:
-    """The kept lines (``_kept``) after a time giver (see :func:`_time_givers`) that have no
-    time of their own take its time (``ts``, ``_no_year``; ``_carried`` marks them, their time
-    is inferred); the givers go."""
-    if not frame.get_column("_kept").all():
-        after_giver = (~pl.col("_kept")).shift(1).over("stream").fill_null(False) & pl.col("ts").is_null()
-        frame = frame.with_columns(
-            *(pl.when(after_giver).then(pl.col(c).shift(1).over("stream")).otherwise(pl.col(c)).alias(c) for c in ("ts", "_no_year")),
-            pl.when(after_giver).then(True).alias("_carried"),  # (null elsewhere, as in a batch without givers)
-        ).filter("_kept")
-    # A filtered message column still points into the whole batch's text buffers; copying the
-    # kept messages lets those buffers go, so memory follows what is kept, not what was read.
-    return frame.drop("_kept").with_columns(pl.col("message") + "")
+    """The kept lines with no time of their own that follow a dropped line's time
+    (:func:`_given_times`) take it (``ts``, ``_no_year``; ``_carried`` marks them: their time
+    is inferred)."""
+    if "_given_ts" not in frame.columns:
+        return frame
+    given = pl.col("ts").is_null() & pl.col("_given_ts").is_not_null()
+    return frame.with_columns(
+        pl.when(given).then(pl.col("_given_ts")).otherwise(pl.col("ts")).alias("ts"),
+        pl.when(given).then(pl.col("_given_no_year")).otherwise(pl.col("_no_year")).alias("_no_year"),
+        pl.when(given).then(True).alias("_carried"),  # (null elsewhere, as in a batch without givers)
+    ).drop("_given_ts", "_given_no_year")
 
 
 def _timestamps(frame: pl.DataFrame) -> pl.DataFrame:
@@ -523,25 +522,37 @@ def _stamp_times(frame: pl.LazyFrame) -> pl.LazyFrame:
     # by strptime, which is far cheaper than one regex with two dozen capture groups.
     frame = frame.with_columns(_value(pl.col("message"), "dated").alias("_dated"), _value(pl.col("message"), "glog").alias("_glog"))
     dated, glog = pl.col("_dated"), pl.col("_glog")
-    iso = dated.str.replace_many(["T", "_", ","], [" ", " ", "."]).str.strptime(
-        pl.Datetime("us"), "%Y-%m-%d %H:%M:%S%.f", strict=False
-    )
-    # CANN's 2025-10-24-11:18:29.499.235 is milliseconds.microseconds
-    cann_text = pl.when(dated.str.len_chars() == 27).then(dated.str.slice(0, 23) + dated.str.slice(24, 3)).otherwise(dated)
-    cann = cann_text.str.strptime(pl.Datetime("us"), "%Y-%m-%d-%H:%M:%S%.f", strict=False)
-    us = dated.str.strptime(pl.Datetime("us"), "%m/%d/%Y %H:%M:%S", strict=False)
     # c10 headers: MMDD is not zero-padded, there is no year, and a 9-digit fraction is
     # CLOCK_MONOTONIC nanoseconds, not part of the wall-clock second
     nanos = (glog.str.len_chars() - glog.str.find(".", literal=True)) == 10
     glog_text = pl.when(nanos).then(glog.str.slice(0, glog.str.len_chars() - 10)).otherwise(glog)
     # 2000 is a leap year, so 29 February parses; the real year is filled in later
     glog_ts = pl.when(glog_text.str.find(" ") == 3).then(pl.lit("20000") + glog_text).otherwise(pl.lit("2000") + glog_text)
-    return frame.with_columns(
+    frame = frame.with_columns(
         glog_ts.str.strptime(pl.Datetime("us"), "%Y%m%d %H:%M:%S%.f", strict=False).alias("_glog_ts"),
-    ).with_columns(
-        pl.coalesce(pl.col("_glog_ts"), iso, cann, us).alias("ts"),
+        dated.str.replace_many(["T", "_", ","], [" ", " ", "."]).alias("_iso"),
+    )
+    # Each form is parsed only where the ones before found no time. A fraction of any length
+    # (%.f) costs five times a fixed one, so the common lengths are tried first with theirs.
+    iso = pl.col("_iso")
+    fixed = pl.coalesce(
+        pl.when(dated.str.len_bytes() == length).then(iso).str.strptime(pl.Datetime("us"), form, strict=False)
+        for length, form in ((23, "%Y-%m-%d %H:%M:%S.%3f"), (19, "%Y-%m-%d %H:%M:%S"), (26, "%Y-%m-%d %H:%M:%S.%6f"))
+    )
+    frame = frame.with_columns(fixed.alias("_iso_ts"))
+    untimed = pl.col("_glog_ts").is_null() & pl.col("_iso_ts").is_null()
+    frame = frame.with_columns(
+        pl.coalesce("_iso_ts", pl.when(untimed).then(iso).str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S%.f", strict=False))
+    )
+    # CANN's 2025-10-24-11:18:29.499.235 is milliseconds.microseconds
+    cann_text = pl.when(dated.str.len_chars() == 27).then(dated.str.slice(0, 23) + dated.str.slice(24, 3)).otherwise(dated)
+    cann = pl.when(untimed).then(cann_text).str.strptime(pl.Datetime("us"), "%Y-%m-%d-%H:%M:%S%.f", strict=False)
+    frame = frame.with_columns(pl.coalesce("_iso_ts", cann))
+    us = pl.when(untimed).then(dated).str.strptime(pl.Datetime("us"), "%m/%d/%Y %H:%M:%S", strict=False)
+    return frame.with_columns(
+        pl.coalesce(pl.col("_glog_ts"), pl.col("_iso_ts"), us).alias("ts"),
         pl.col("_glog_ts").is_not_null().alias("_no_year"),
-    ).drop("_dated", "_glog", "_glog_ts")
+    ).drop("_dated", "_glog", "_glog_ts", "_iso", "_iso_ts")
 
 
 _GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL", "C": "CRITICAL"}
@@ -808,8 +819,8 @@ def _keep_rows(frame: pl.DataFrame, keep: str | None) -> pl.DataFrame:
     that name a setting or a failure word (``NOTABLE_INFO``) and lines matching ``keep``.
 
     After :func:`_drop_chatter` (``_gap`` present) or over every parsed line of a batch. The
-    dropped lines that give a kept line its time stay, with ``_kept`` false, until the times
-    are read (:func:`_inherit_dropped_times`)."""
+    times the kept lines inherit from dropped ones ride along (:func:`_given_times`) until
+    :func:`_inherit_dropped_times`."""
     msg = pl.col("message")
     plain = (pl.col("kind") == "info") & pl.col("step").is_null() & pl.col("_rec_row").is_null()
     chatter = pl.when(plain).then(msg)
@@ -829,8 +840,34 @@ def _keep_rows(frame: pl.DataFrame, keep: str | None) -> pl.DataFrame:
         & pl.col("loss").is_null() & pl.col("grad_norm").is_null() & pl.col("lr").is_null()
         & same_step
     )
+    frame = _given_times(frame.with_columns((notable & ~repeated_step.fill_null(False)).alias("_kept")))
+    # A filtered message column still points into the whole batch's text buffers; copying the
+    # kept messages lets those buffers go, so memory follows what is kept, not what was read.
+    return frame.filter("_kept").drop("_kept", "_gap", strict=False).with_columns(pl.col("message") + "")
+
+
+def _given_times(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with ``_given_ts`` and ``_given_no_year`` on the lines to keep (``_kept``)
+    that follow a line that gives its time (see :func:`_time_givers`), worked out on those
+    few lines alone."""
     kept = pl.col("_kept")
     # (over every parsed line, the times are known; after the chatter drop, where they stand)
-    stamped = pl.col("_o_dated").is_not_null() | pl.col("_o_glog").is_not_null() if "_o_dated" in frame.columns else pl.col("ts").is_not_null()
-    frame = frame.with_columns((notable & ~repeated_step.fill_null(False)).alias("_kept"))
-    return frame.filter(kept | _time_givers(kept, stamped)).drop("_gap", strict=False)
+    timed = "ts" in frame.columns
+    stamped = pl.col("ts").is_not_null() if timed else pl.col("_o_dated").is_not_null() | pl.col("_o_glog").is_not_null()
+    needed = ["ts", "_no_year"] if timed else ["message", *(f"_{part}_{value}" for value in ("dated", "glog") for part in "on")]
+    lines = (
+        frame.lazy().with_row_index("_i").select("_i", "stream", "_kept", *needed)
+        .filter(kept | _time_givers(kept, stamped))
+        .with_columns(pl.when(kept & (~kept).shift(1).over("stream")).then(pl.col("_i").shift(1).over("stream")).alias("_giver"))
+        .collect()
+    )
+    if lines.get_column("_kept").all():
+        return frame
+    givers = lines.lazy().filter(~kept)
+    times = (givers if timed else _stamp_times(givers)).select(pl.col("_i").alias("_giver"), "ts", "_no_year")
+    given = (
+        lines.lazy().filter(pl.col("_giver").is_not_null()).select(pl.col("_i").alias("_row"), "_giver")
+        .join(times, on="_giver", how="left").select("_row", pl.col("ts").alias("_given_ts"), pl.col("_no_year").alias("_given_no_year"))
+        .collect()
+    )
+    return scatter_rows(frame, given, {"_given_ts": pl.Datetime("us"), "_given_no_year": pl.Boolean})
