@@ -421,11 +421,15 @@ def _fill_times(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
     own_time = ~pl.col("_no_year") & pl.col("ts").is_not_null() & ~pl.col("_carried").fill_null(False)
     years = frame.lazy().filter(own_time).select(pl.col("ts").dt.year()).collect()
     ref_year = int(years.to_series().mode().sort()[-1]) if years.height else _mtime_year(inventory)
-    # kubectl --timestamps is the kubelet's receive time (UTC): used only when the line has no time of its own
-    ts = pl.coalesce(pl.col("ts"), pl.col("_cfe_time"), pl.col("_k8s_time"))
-    frame = frame.with_columns(pl.when(pl.col("_no_year")).then(_in_year(ts, ref_year)).otherwise(ts).alias("ts"))
-    # (a time handed on from a dropped line is inferred too: see parsers.text._time_givers)
-    frame = frame.with_columns((pl.col("ts").is_null() | pl.col("_carried").fill_null(False)).alias("_untimed"))
+    # kubectl --timestamps is the kubelet's receive time (UTC): used only when the line has no
+    # time of its own; a time handed on from a dropped line (parsers.text._time_givers) only
+    # when it has neither, and it is inferred
+    carried = pl.col("_carried").fill_null(False)
+    other = pl.coalesce(pl.col("_cfe_time"), pl.col("_k8s_time"))
+    from_ts = pl.col("ts").is_not_null() & ~(carried & other.is_not_null())
+    stamp = pl.when(pl.col("_no_year")).then(_in_year(pl.col("ts"), ref_year)).otherwise(pl.col("ts"))
+    frame = frame.with_columns(pl.when(from_ts).then(stamp).otherwise(other).alias("ts"))
+    frame = frame.with_columns((pl.col("ts").is_null() | (carried & other.is_null())).alias("_untimed"))
     # Rows are in file order and, within a file, in line order (batches follow the file order;
     # dumps are sorted into theirs), so a file's rows are one run: the previous time in the same
     # file is the previous time overall when it came from this file. No window, no sort.

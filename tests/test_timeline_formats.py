@@ -343,3 +343,19 @@ def test_zstd_and_truncated_zstd_are_read(write_job):
     assert notes["rank_7.log.zst"].startswith("truncated zstd archive")
     skipped = {s.rel: s.reason for s in timeline.inventory.skipped}
     assert skipped["rank_8.log.zst"] == "truncated zstd archive: not one complete block"
+
+
+def test_a_dropped_lines_time_is_inherited_but_never_over_a_time_of_the_lines_own(write_job):
+    bar = "Train:  12%|#         | 12/100 [00:36<19:24,  3.00s/it]"
+    chatter = "- INFO - swift - data loader fetched batch of 32768 tokens in 0.03s"
+    job = write_job({
+        # the kubelet's receive time is the bar's own: it wins over the dropped line's time
+        "pods/myjob-worker-0.log": f"2024-02-27T21:35:30.000000000Z 2024-02-27 21:35:29,000 {chatter}\n2024-02-27T21:35:32.000000000Z {bar}\n",
+        # a year-less c10 header handed on keeps its year-less handling (the job's year, 2026)
+        "logs/rank_0.log": f"2026-11-20 09:00:00,000 - WARNING - swift - slow start\nI1120 10:00:05.000000 1234 loader.cpp:12] prefetched 4 shards\n{bar}\n",
+    })
+    tl = load_timeline(job).frame
+    pod = tl.filter(pl.col("file") == "pods/myjob-worker-0.log").row(0, named=True)
+    assert pod["line"] == 2 and pod["ts"] == datetime(2024, 2, 27, 21, 35, 32) and pod["ts_inferred"] is False
+    rank = tl.filter((pl.col("file") == "logs/rank_0.log") & (pl.col("step") == 12)).row(0, named=True)
+    assert rank["line"] == 3 and rank["ts"] == datetime(2026, 11, 20, 10, 0, 5) and rank["ts_inferred"] is True
