@@ -359,3 +359,22 @@ def test_a_dropped_lines_time_is_inherited_but_never_over_a_time_of_the_lines_ow
     assert pod["line"] == 2 and pod["ts"] == datetime(2024, 2, 27, 21, 35, 32) and pod["ts_inferred"] is False
     rank = tl.filter((pl.col("file") == "logs/rank_0.log") & (pl.col("step") == 12)).row(0, named=True)
     assert rank["line"] == 3 and rank["ts"] == datetime(2026, 11, 20, 10, 0, 5) and rank["ts_inferred"] is True
+
+
+@pytest.mark.parametrize(
+    ("stamp", "expected"),
+    [
+        ("2026-11-20 10:00:03,517", datetime(2026, 11, 20, 10, 0, 3, 517000)),  # Python logging
+        ("2026-11-20 10:00:03.517", datetime(2026, 11, 20, 10, 0, 3, 517000)),
+        ("2026-11-20T10:00:03.517123", datetime(2026, 11, 20, 10, 0, 3, 517123)),
+        ("2026-11-20_10:00:03", datetime(2026, 11, 20, 10, 0, 3)),  # ChildFailedError's "time"
+        ("2026-11-20 10:00:03,5", datetime(2026, 11, 20, 10, 0, 3, 500000)),
+        ("2026-11-20T10:00:03.517123456", datetime(2026, 11, 20, 10, 0, 3, 517123)),
+        ("2026-11-20 10:00:03,51x", datetime(2026, 11, 20, 10, 0, 3, 510000)),  # (the stamp ends at the digits)
+        ("2025-10-24-11:18:29.499.235", datetime(2025, 10, 24, 11, 18, 29, 499235)),  # CANN
+        ("11/20/2026 10:00:03", datetime(2026, 11, 20, 10, 0, 3)),
+    ],
+)
+def test_every_dated_stamp_form_gives_its_time(stamp: str, expected: datetime):
+    tl = timeline_from_text(f"{stamp} - WARNING - train - slow step\n", file="train.log")
+    assert row(tl, 1)["ts"] == expected and row(tl, 1)["ts_inferred"] is False
