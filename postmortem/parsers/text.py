@@ -487,9 +487,9 @@ def _drop_chatter(frame: pl.DataFrame, keep_per_line: str | None) -> pl.DataFram
 
 def _time_givers(kept: pl.Expr, stamped: pl.Expr) -> pl.Expr:
     """True on the dropped lines whose time a kept line inherits: in each stream, the last
-    stamped line before a kept one (with no other stamped line in between). A line without a
-    time of its own inherits the previous line's time in its file, dropped or not."""
-    following = pl.when(kept | stamped).then(kept).shift(-1).backward_fill().over("stream")
+    stamped line before a kept one without a time of its own (with no other stamped line in
+    between). A line without a time inherits the previous line's time in its file, dropped or not."""
+    following = pl.when(kept | stamped).then(kept & ~stamped).shift(-1).backward_fill().over("stream")
     return ~kept & stamped & following.fill_null(False)
 
 
