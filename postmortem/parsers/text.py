@@ -471,8 +471,9 @@ def _drop_chatter(frame: pl.DataFrame, keep_per_line: str | None) -> pl.DataFram
     (their digit-blind versions: a superset), carries a redrawn progress bar, or belongs to a
     file with a record in it (record continuation lines look like anything); so does the last
     stamped line before each of those, whose time the next one may inherit (see
-    :func:`_time_givers`). ``_gap`` counts the other lines before each line of its stream, so
-    that "the previous line repeats this step" still sees a dropped line in between.
+    :func:`_time_givers`). ``_gap`` counts the lines before each line of its stream that are
+    not kept for themselves, so that "the previous line repeats this step" still sees a dropped
+    line in between.
     """
     candidate = pl.col("_c_kept") | pl.col("redraw_bar").is_not_null() | pl.col("_has_rec")
     if keep_per_line:
@@ -529,10 +530,10 @@ def _stamp_times(frame: pl.LazyFrame) -> pl.LazyFrame:
     # 2000 is a leap year, so 29 February parses; the real year is filled in later
     glog_ts = pl.when(glog_text.str.find(" ") == 3).then(pl.lit("20000") + glog_text).otherwise(pl.lit("2000") + glog_text)
     # Each form is parsed only where the ones before found no time: first Python logging's own
-    # (2026-11-20 10:00:03,517), as written; then the ISO forms with their separators made one.
+    # (2026-11-20 10:00:03,517) as written, then the ISO forms with their separators made one.
     # A fraction of any length (%.f) costs five times a fixed one, so the common lengths are
-    # tried first with theirs.
-    # (a failed strptime costs as much as three that succeed: the comma is looked for first)
+    # tried first with theirs; a failed strptime costs as much as three that succeed, so the
+    # logging form is tried only where there is a comma.
     logging_form = pl.when((dated.str.len_bytes() == 23) & dated.str.contains(",", literal=True)).then(dated)
     logging_form = logging_form.str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S,%3f", strict=False)
     frame = frame.with_columns(
