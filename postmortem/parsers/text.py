@@ -490,8 +490,12 @@ def _time_givers(kept: pl.Expr, stamped: pl.Expr) -> pl.Expr:
     """True on the dropped lines whose time a kept line inherits: in each stream, the last
     stamped line before a kept one without a time of its own (with no other stamped line in
     between). A line without a time inherits the previous line's time in its file, dropped or not."""
-    following = pl.when(kept | stamped).then(kept & ~stamped).shift(-1).backward_fill().over("stream")
-    return ~kept & stamped & following.fill_null(False)
+    return ~kept & stamped & _next_in_stream(kept | stamped, kept & ~stamped).fill_null(False)
+
+
+def _next_in_stream(marked: pl.Expr, value: pl.Expr) -> pl.Expr:
+    """On each line, ``value`` on the next ``marked`` line of its stream (null after the last)."""
+    return pl.when(marked).then(value).shift(-1).backward_fill().over("stream")
 
 
 def _inherit_dropped_times(frame: pl.DataFrame) -> pl.DataFrame:
@@ -859,26 +863,21 @@ def _keep_rows(frame: pl.DataFrame, keep: str | None) -> pl.DataFrame:
 
 def _given_times(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` with ``_given_ts`` and ``_given_no_year`` on the lines to keep (``_kept``)
-    that follow a line that gives its time (see :func:`_time_givers`), worked out on those
-    few lines alone."""
+    that follow a line that gives its time (see :func:`_time_givers`), worked out on the
+    givers alone."""
     kept = pl.col("_kept")
     # (over every parsed line, the times are known; after the chatter drop, where they stand)
     timed = "ts" in frame.columns
     stamped = pl.col("ts").is_not_null() if timed else pl.col("_o_dated").is_not_null() | pl.col("_o_glog").is_not_null()
     needed = ["ts", "_no_year"] if timed else ["message", *(f"_{part}_{value}" for value in ("dated", "glog") for part in "on")]
-    lines = (
+    givers = (
         frame.lazy().with_row_index("_i").select("_i", "stream", "_kept", *needed)
-        .filter(kept | _time_givers(kept, stamped))
-        .with_columns(pl.when(kept & (~kept).shift(1).over("stream")).then(pl.col("_i").shift(1).over("stream")).alias("_giver"))
+        .with_columns(_next_in_stream(kept | stamped, pl.col("_i")).alias("_row"))
+        .filter(_time_givers(kept, stamped))
         .collect()
     )
-    if lines.get_column("_kept").all():
+    if not givers.height:
         return frame
-    givers = lines.lazy().filter(~kept)
-    times = (givers if timed else _stamp_times(givers)).select(pl.col("_i").alias("_giver"), "ts", "_no_year")
-    given = (
-        lines.lazy().filter(pl.col("_giver").is_not_null()).select(pl.col("_i").alias("_row"), "_giver")
-        .join(times, on="_giver", how="left").select("_row", pl.col("ts").alias("_given_ts"), pl.col("_no_year").alias("_given_no_year"))
-        .collect()
-    )
+    times = givers.lazy() if timed else _stamp_times(givers.lazy())
+    given = times.select("_row", pl.col("ts").alias("_given_ts"), pl.col("_no_year").alias("_given_no_year")).collect()
     return scatter_rows(frame, given, {"_given_ts": pl.Datetime("us"), "_given_no_year": pl.Boolean})
