@@ -418,13 +418,13 @@ def _concat_columnwise(parts: list[pl.DataFrame]) -> pl.DataFrame:
 
 def _fill_times(frame: pl.DataFrame, inventory: Inventory) -> pl.DataFrame:
     # (lazy filters: only the columns named are read, not a filtered copy of the whole frame)
-    own_time = ~pl.col("_no_year") & pl.col("ts").is_not_null() & ~pl.col("_carried").fill_null(False)
+    carried = pl.col("_carried").fill_null(False)  # a time handed on from a dropped line
+    own_time = ~pl.col("_no_year") & pl.col("ts").is_not_null() & ~carried
     years = frame.lazy().filter(own_time).select(pl.col("ts").dt.year()).collect()
     ref_year = int(years.to_series().mode().sort()[-1]) if years.height else _mtime_year(inventory)
     # kubectl --timestamps is the kubelet's receive time (UTC): used only when the line has no
     # time of its own; a time handed on from a dropped line (parsers.text._time_givers) only
     # when it has neither, and it is inferred
-    carried = pl.col("_carried").fill_null(False)
     other = pl.coalesce(pl.col("_cfe_time"), pl.col("_k8s_time"))
     from_ts = pl.col("ts").is_not_null() & ~(carried & other.is_not_null())
     stamp = pl.when(pl.col("_no_year")).then(_in_year(pl.col("ts"), ref_year)).otherwise(pl.col("ts"))

@@ -515,11 +515,16 @@ def _inherit_dropped_times(frame: pl.DataFrame) -> pl.DataFrame:
 def _timestamps(frame: pl.DataFrame) -> pl.DataFrame:
     """``ts`` and ``_no_year`` (a c10/glog header's time, in the leap year 2000), worked out on
     the lines whose shape has a stamp and written back by row."""
-    stamped = pl.col("_o_dated").is_not_null() | pl.col("_o_glog").is_not_null()
+    stamped = _has_stamp()
     rows = frame.select(stamped).to_series().arg_true()
     times = _stamp_times(frame.lazy().filter(stamped)).select(rows.alias("_row"), "ts", "_no_year").collect()
     frame = scatter_rows(frame, times, {"ts": pl.Datetime("us"), "_no_year": pl.Boolean})
     return frame.with_columns(pl.col("_no_year").fill_null(False))
+
+
+def _has_stamp() -> pl.Expr:
+    """Whether each classified line's shape has a timestamp (where it stands: ``_VALUES``)."""
+    return pl.col("_o_dated").is_not_null() | pl.col("_o_glog").is_not_null()
 
 
 def _stamp_times(frame: pl.LazyFrame) -> pl.LazyFrame:
@@ -868,7 +873,7 @@ def _given_times(frame: pl.DataFrame) -> pl.DataFrame:
     kept = pl.col("_kept")
     # (over every parsed line, the times are known; after the chatter drop, where they stand)
     timed = "ts" in frame.columns
-    stamped = pl.col("ts").is_not_null() if timed else pl.col("_o_dated").is_not_null() | pl.col("_o_glog").is_not_null()
+    stamped = pl.col("ts").is_not_null() if timed else _has_stamp()
     needed = ["ts", "_no_year"] if timed else ["message", *(f"_{part}_{value}" for value in ("dated", "glog") for part in "on")]
     givers = (
         frame.lazy().with_row_index("_i").select("_i", "stream", "_kept", *needed)
