@@ -24,18 +24,18 @@ from postmortem.timeline import build_timeline
 NODE_PROCS = 8
 
 
-def _rank_log(rank: int, target_bytes: int) -> str:
+def _rank_log(rank: int, ranks: int, target_bytes: int) -> str:
     """One rank's trainer log: HF/ms-swift dict lines, tqdm redraws, DeepSpeed, NCCL chatter, warnings."""
     node = rank // NODE_PROCS
     host = f"gpu-node-{node:03d}"
     head = [
         f"{host}:{4000 + rank}:{4000 + rank} [{rank % NODE_PROCS}] NCCL INFO Bootstrap : Using eth0:10.0.{node}.{rank % 250}<0>",
         f"{host}:{4000 + rank}:{4000 + rank} [{rank % NODE_PROCS}] NCCL INFO NCCL version 2.21.5+cuda12.4",
-        f"{host}:{4000 + rank}:{4100 + rank} [{rank % NODE_PROCS}] NCCL INFO ncclCommInitRank comm 0x55d{rank:05x} rank {rank} nranks 1024 cudaDev {rank % NODE_PROCS} nvmlDev {rank % NODE_PROCS} busId 1b000 commId 0x996ee6f117cb8e1e - Init START",
+        f"{host}:{4000 + rank}:{4100 + rank} [{rank % NODE_PROCS}] NCCL INFO ncclCommInitRank comm 0x55d{rank:05x} rank {rank} nranks {ranks} cudaDev {rank % NODE_PROCS} nvmlDev {rank % NODE_PROCS} busId 1b000 commId 0x996ee6f117cb8e1e - Init START",
     ]
     for channel in range(32):
         head.append(
-            f"{host}:{4000 + rank}:{4100 + rank} [{rank % NODE_PROCS}] NCCL INFO Channel {channel:02d}/32 : {rank}[{rank % 8}] -> {(rank + 1) % 1024}[{(rank + 1) % 8}] via P2P/CUMEM/read"
+            f"{host}:{4000 + rank}:{4100 + rank} [{rank % NODE_PROCS}] NCCL INFO Channel {channel:02d}/32 : {rank}[{rank % NODE_PROCS}] -> {(rank + 1) % ranks}[{(rank + 1) % NODE_PROCS}] via P2P/CUMEM/read"
         )
     lines = head
     step = 0
@@ -88,7 +88,7 @@ def generate(root: Path, ranks: int, total_mb: int) -> int:
         node = rank // NODE_PROCS
         path = root / f"gpu-node-{node:03d}" / "logs" / f"rank_{rank}.log"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(_rank_log(rank, per_rank))
+        path.write_text(_rank_log(rank, ranks, per_rank))
         if rank % NODE_PROCS == 0:
             (path.parent.parent / "console.log").write_text(_console(node, ranks))
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
