@@ -126,13 +126,23 @@ def timeline(
 
 
 @rules_app.command("list")
-def rules_list(rules: list[Path] | None = RulesOption) -> None:
-    """List every rule: id, category, severity, title."""
+def rules_list(
+    rules: list[Path] | None = RulesOption,
+    source: str | None = typer.Option(
+        None, "--source", help="Only rules whose source (emitting code or thread) contains this text."
+    ),
+    status: str | None = typer.Option(None, "--status", help="Only rules of this status: stable or experimental."),
+) -> None:
+    """List every rule: id, category, severity, status, title."""
     listed = sorted(api.rules(rules or ()), key=lambda r: r.id)
+    if source is not None:
+        listed = [r for r in listed if any(source.lower() in s.lower() for s in r.sources)]
+    if status is not None:
+        listed = [r for r in listed if r.status == status]
     width = max((len(r.id) for r in listed), default=2)
-    typer.echo(f"{'id':<{width}}  {'category':<22}  {'severity':<8}  title")
+    typer.echo(f"{'id':<{width}}  {'category':<22}  {'severity':<8}  {'status':<12}  title")
     for rule in listed:
-        typer.echo(f"{rule.id:<{width}}  {rule.category:<22}  {rule.severity:<8}  {rule.title}")
+        typer.echo(f"{rule.id:<{width}}  {rule.category:<22}  {rule.severity:<8}  {rule.status:<12}  {rule.title}")
 
 
 @rules_app.command("show")
@@ -144,7 +154,9 @@ def rules_show(
     rule = api.rules(rules or ()).get(rule_id)
     out = Console(highlight=False, soft_wrap=True)
     out.print(f"[bold]{rule.id}[/bold]: {rule.title}")
-    out.print(f"category {rule.category}, severity {rule.severity}, role {rule.role}, status {rule.status}; {rule.source}")
+    out.print(f"category {rule.category}, severity {rule.severity}, role {rule.role}, status {rule.status}; {rule.label}", markup=False)
+    for where in rule.sources:
+        out.print(f"source: {where}", markup=False)
     out.print("[bold]Signature[/bold]")
     for line in _signature(rule):
         out.print(f"  {line}", markup=False)

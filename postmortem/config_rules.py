@@ -75,7 +75,7 @@ TESTS: dict[str, type | tuple[type, ...]] = {
 }
 _TOP_KEYS = (
     "id", "title", "category", "severity", "role", "status", "message", "config", "explanation", "fix",
-    "references", "aliases", "examples",
+    "references", "aliases", "examples", "source",
 )
 _CONFIG_KEYS = ("all", "any", "not")
 _FACT = regex.compile(r"^[a-z_]+\.[\w.*?\-\[\]]+$")
@@ -198,8 +198,9 @@ def parse_config_rule(data: dict[str, Any], path: Path, source: str) -> ConfigRu
         references=top.texts("references"),
         examples=_parse_examples(top),
         path=path,
-        source=source,
+        label=source,
         aliases=top.texts("aliases"),
+        sources=top.one_or_more("source"),
         check=check,
     )
 

@@ -78,7 +78,7 @@ PREFILTER_CHUNK = 32
 _ID = regex.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _TOP_KEYS = (
     "id", "title", "category", "severity", "role", "status", "message", "match", "aggregate",
-    "explanation", "fix", "references", "aliases", "examples",
+    "explanation", "fix", "references", "aliases", "examples", "source",
 )
 _MATCH_KEYS = (
     "any", "all", "not", "confirm", "extract", "scope", "families", "kinds", "levels", "ignore_case",
@@ -163,8 +163,11 @@ class Rule:
     references: tuple[str, ...]
     examples: tuple[Example, ...]
     path: Path
-    source: str  # display path used in messages, e.g. "rules/nccl/nccl-watchdog-timeout.toml"
+    label: str  # display path used in messages, e.g. "rules/nccl/nccl-watchdog-timeout.toml"
     aliases: tuple[str, ...] = ()
+    #: where the matched message is printed: ``owner/repo: path`` of the emitting code, or the
+    #: address of a public thread or document that shows it (the TOML ``source``, str or list)
+    sources: tuple[str, ...] = ()
 
     @property
     def group(self) -> str:
@@ -278,7 +281,7 @@ def load_rules(dirs: Sequence[Path] | None = None, *, builtin: bool = True) -> R
     for directory in order:
         for rule in load_dir(directory):
             if rule.id in rules:
-                overridden.setdefault(rule.id, []).append(rules[rule.id].source)
+                overridden.setdefault(rule.id, []).append(rules[rule.id].label)
             rules[rule.id] = rule
     return RuleSet(rules.values(), overridden)
 
@@ -294,8 +297,8 @@ def load_dir(directory: Path) -> list[Rule]:
             continue
         rule = load_rule_file(path, f"{directory.name}/{path.relative_to(directory).as_posix()}")
         if rule.id in seen:
-            raise RuleError(f'{rule.source}: "id" should be unique (got {rule.id!r}, also in {seen[rule.id]})')
-        seen[rule.id] = rule.source
+            raise RuleError(f'{rule.label}: "id" should be unique (got {rule.id!r}, also in {seen[rule.id]})')
+        seen[rule.id] = rule.label
         rules.append(rule)
     return rules
 
@@ -352,6 +355,11 @@ class _Fields:
             if choices and item not in choices:
                 self.fail(key, f"should only hold values from {tuple(choices)} (got {item!r})")
         return tuple(value)
+
+    def one_or_more(self, key: str) -> tuple[str, ...]:
+        """A string or a list of strings, as a tuple."""
+        value = self.data.get(key, [])
+        return (value,) if isinstance(value, str) else self.texts(key)
 
     def flag(self, key: str, default: bool) -> bool:
         value = self.data.get(key, default)
@@ -416,8 +424,9 @@ def _parse_rule(data: dict[str, Any], path: Path, source: str) -> Rule:
         references=top.texts("references"),
         examples=_parse_examples(top),
         path=path,
-        source=source,
+        label=source,
         aliases=top.texts("aliases"),
+        sources=top.one_or_more("source"),
     )
     if message:
         _check_message(top, message, match, aggregate)

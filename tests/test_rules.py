@@ -67,11 +67,11 @@ def test_rule_files_are_named_by_id_and_grouped_by_prefix() -> None:
     offenders = []
     for r in RULES:
         if r.path.stem != r.id:
-            offenders.append(f"{r.source}: file name != id")
+            offenders.append(f"{r.label}: file name != id")
         if r.path.parent.parent != RULES_DIR:
-            offenders.append(f"{r.source}: not in rules/<group>/")
+            offenders.append(f"{r.label}: not in rules/<group>/")
         elif not r.id.startswith(r.group + "-"):
-            offenders.append(f"{r.source}: id does not start with its group '{r.group}-'")
+            offenders.append(f"{r.label}: id does not start with its group '{r.group}-'")
     assert offenders == []
 
 
