@@ -13,14 +13,13 @@ from rich.table import Table
 
 from postmortem import __version__
 from postmortem.config import extract_config
-from postmortem.diagnosis import diagnose
 from postmortem.errors import InputError
 from postmortem.inventory import fmt_ts, job_info, rank_progress
 from postmortem.model import SEVERITY_ORDER, Report
 from postmortem.ranges import format_ranks
 from postmortem.rule_engine import ExampleResult, RuleSet, load_rules, match_rules, run_examples
 from postmortem.timeline import Timeline, build_timeline
-from postmortem.traces import fuse_traces
+from postmortem.verdict import diagnose
 
 
 @dataclass
@@ -49,7 +48,6 @@ def analyze(
     info = job_info(timeline)
     info.config = extract_config(timeline.frame)  # collected once: job_info asked for the same facts
     report = diagnose(timeline.frame, findings, info, __version__)
-    fuse_traces(timeline.frame, report)  # flight-recorder dumps beside the logs
     return Analysis(report, timeline)
 
 

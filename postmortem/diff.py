@@ -31,7 +31,7 @@ import polars as pl
 
 from postmortem.config import ALIASES, Facts, collect_facts
 from postmortem.config_rules import check_config, config_rules_of
-from postmortem.model import SEVERITY_ORDER, Finding, Report, _jsonable
+from postmortem.model import SEVERITY_ORDER, Finding, Report, jsonable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -128,8 +128,8 @@ class ConfigChange:
         return {
             "key": self.key,
             "group": self.group,
-            "a": _jsonable(self.a),
-            "b": _jsonable(self.b),
+            "a": jsonable(self.a),
+            "b": jsonable(self.b),
             "topology_change": self.topology,
             "risks": [r.to_dict() for r in self.risks],
             "source_a": self.source_a,
@@ -300,7 +300,7 @@ class RunDiff:
             "progress": self.progress.to_dict(),
             "first_divergence": [d.to_dict() for d in self.divergence],
             "findings": {"only_a": [f.to_dict() for f in self.only_a], "only_b": [f.to_dict() for f in self.only_b]},
-            "config": {"a": _jsonable(self.config_a), "b": _jsonable(self.config_b)},
+            "config": {"a": jsonable(self.config_a), "b": jsonable(self.config_b)},
         }
 
 
@@ -385,7 +385,7 @@ def _diffable(key: str) -> bool:
 
 
 def _same(x: Any, y: Any) -> bool:
-    return json.dumps(_jsonable(x), sort_keys=True, default=str) == json.dumps(_jsonable(y), sort_keys=True, default=str)
+    return json.dumps(jsonable(x), sort_keys=True, default=str) == json.dumps(jsonable(y), sort_keys=True, default=str)
 
 
 def _changes(

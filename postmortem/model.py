@@ -7,6 +7,7 @@ contract (``schema_version`` 1, validated by ``postmortem/report.schema.json``).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -115,7 +116,7 @@ class Finding:
             "references": list(self.references),
             "role": self.role,
             "caused_by": self.caused_by,
-            "fields": _jsonable(self.fields),
+            "fields": jsonable(self.fields),
         }
 
 
@@ -216,7 +217,7 @@ class JobInfo:
             "end": iso(self.end),
             "versions": dict(sorted(self.versions.items())),
             "env": dict(sorted(self.env.items())),
-            "config": _jsonable(self.config),
+            "config": jsonable(self.config),
         }
 
 
@@ -254,18 +255,20 @@ class Report:
             "ranks": [r.to_dict() for r in sorted(self.ranks, key=lambda r: r.rank)],
             "findings": [f.to_dict() for f in self.findings],
             "stack_groups": [g.to_dict() for g in self.stack_groups],
-            "facts": _jsonable(self.facts),
+            "facts": jsonable(self.facts),
         }
 
 
-def _jsonable(value: Any) -> Any:
-    """Make analyzer facts JSON-safe and deterministic (datetimes to ISO, sets sorted)."""
+def jsonable(value: Any) -> Any:
+    """Make analyzer facts JSON-safe and deterministic (datetimes to ISO, sets sorted, dataclasses as dicts)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+        return {str(k): jsonable(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, (set, frozenset)):
-        return [_jsonable(v) for v in sorted(value, key=str)]
+        return [jsonable(v) for v in sorted(value, key=str)]
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, float) and value != value:  # NaN is not JSON

@@ -11,25 +11,25 @@ import pytest
 from postmortem.analyzers import (
     ANALYZERS,
     UnknownAnalyzer,
-    cascade,
     clock_skew,
-    collectives,
+    collective_mismatch,
+    collective_sequence,
     end_of_data,
     exit_codes,
-    fingerprint,
     first_failure,
     get,
+    hccl_ranktable,
     job_status,
     progress,
-    ranktable,
     stack_groups,
 )
-from postmortem.analyzers._common import event_times, signal_name
+from postmortem.analyzers._common import event_times, rank_nodes, signal_name
 from postmortem.analyzers.base import AnalyzerContext, AnalyzerResult
 from postmortem.config import extract_config
 from postmortem.model import Evidence, Finding, JobInfo
 from postmortem.ranges import format_ranks, parse_ranks, plural_ranks
 from postmortem.schema import conform
+from postmortem.verdict.primary import Cascade, cascade, finding_time
 
 T0 = datetime(2024, 12, 6, 18, 30, 0)
 
@@ -51,9 +51,9 @@ def context(rows: list[dict[str, Any]], *, findings: list[Finding] | None = None
             **job: Any) -> AnalyzerContext:
     """A context with the named analyzers already run, in registry order."""
     ctx = AnalyzerContext(timeline=frame(rows), job=JobInfo(path="job", **job), rule_findings=findings or [])
-    for aid in ANALYZERS:
+    for aid, module in ANALYZERS.items():
         if aid in run:
-            ctx.results[aid] = ANALYZERS[aid].run(ctx)
+            ctx.results[module.Result] = module.run(ctx)
     return ctx
 
 
@@ -74,11 +74,15 @@ def steps(ranks: range | list[int], upto: int, *, cadence: float = 10.0, node: s
 def test_registry_order_and_protocol() -> None:
     assert list(ANALYZERS) == [
         "progress", "exit-codes", "stack-groups", "clock-skew", "collective-sequence", "collective-mismatch",
-        "hccl-ranktable", "end-of-data", "first-failure", "job-status", "cascade",
+        "hccl-ranktable", "end-of-data", "flight-recorder", "first-failure", "job-status",
     ]
+    seen: set[str] = set()
     for aid, module in ANALYZERS.items():
-        assert aid == module.ID
+        assert aid == module.ID == module.__name__.rsplit(".", 1)[-1].replace("_", "-")
         assert module.TITLE and module.__doc__ and callable(module.run)
+        assert set(module.NEEDS) <= seen, f"{aid} runs before what it needs"
+        assert issubclass(module.Result, AnalyzerResult) and module.Result().findings == ()
+        seen.add(aid)
     assert get("progress") is progress
     with pytest.raises(UnknownAnalyzer, match='no such analyzer: "nope"'):
         get("nope")
@@ -107,12 +111,12 @@ def test_plural_ranks() -> None:
 def test_progress_last_step_cadence_and_ranks_behind() -> None:
     rows = steps(range(3), 20, cadence=12.5) + steps([3], 17, cadence=12.5)
     res = progress.run(context(rows))
-    ranks = res.facts["ranks"]
-    assert {r: e["last_step"] for r, e in ranks.items()} == {0: 20, 1: 20, 2: 20, 3: 17}
-    assert ranks[0]["cadence_s"] == pytest.approx(12.5)
-    assert res.facts["majority_last_step"] == 20
-    assert res.facts["behind"] == [3]
-    assert res.facts["max_steps"] == 100
+    ranks = res.ranks
+    assert {r: e.last_step for r, e in ranks.items()} == {0: 20, 1: 20, 2: 20, 3: 17}
+    assert ranks[0].cadence_s == pytest.approx(12.5)
+    assert res.majority_last_step == 20
+    assert res.behind == [3]
+    assert res.max_steps == 100
     (f,) = res.findings
     assert (f.id, f.ranks, f.rule_role) == ("progress:behind", [3], "context")
     assert f.evidence[0].rank == 3
@@ -121,9 +125,9 @@ def test_progress_last_step_cadence_and_ranks_behind() -> None:
 def test_progress_without_ranks_still_gives_job_progress() -> None:
     rows = [{k: v for k, v in r.items() if k != "rank"} for r in steps([0], 5)]
     res = progress.run(context(rows))
-    assert res.facts["ranks"] == {}
-    assert res.facts["last_step"] == 5
-    assert res.facts["cadence_s"] == pytest.approx(10.0)
+    assert res.ranks == {}
+    assert res.last_step == 5
+    assert res.cadence_s == pytest.approx(10.0)
 
 
 # --- exit codes --------------------------------------------------------------------------------
@@ -151,10 +155,10 @@ def test_exit_codes_from_child_failed_error_block() -> None:
     ]
     rows = [{"message": m, "kind": "error", "record": 1, "ts": datetime(2025, 7, 9, 17, 5, 39), **c} for m, c in block]
     res = exit_codes.run(context(rows))
-    ranks = res.facts["ranks"]
-    assert (ranks[0]["exit_code"], ranks[0]["signal"], ranks[0]["root_cause"]) == (-15, "SIGTERM", False)
-    assert (ranks[1]["exit_code"], ranks[1]["signal"], ranks[1]["root_cause"]) == (-11, "SIGSEGV", True)
-    assert res.facts["root_cause_rank"] == 1
+    ranks = res.ranks
+    assert (ranks[0].exit_code, ranks[0].signal, ranks[0].root_cause) == (-15, "SIGTERM", False)
+    assert (ranks[1].exit_code, ranks[1].signal, ranks[1].root_cause) == (-11, "SIGSEGV", True)
+    assert res.root_cause_rank == 1
     by_id = {f.id: f for f in res.findings}
     assert by_id["exit-codes:SIGSEGV"].category == "native_crash"
     assert by_id["exit-codes:SIGSEGV"].rule_role == "root"
@@ -172,7 +176,7 @@ def test_exit_codes_sigabrt_after_watchdog_is_a_symptom_and_agent_sigterm_maps_p
         {"rank": 1, "kind": "error", "message": "  exitcode  : -15 (pid: 4711)", "exit_code": -15, "pid": 4711},
     ]
     res = exit_codes.run(context(rows))
-    assert res.facts["terminated_by_agent"] == [1]
+    assert res.terminated_by_agent == [1]
     abort = next(f for f in res.findings if f.id == "exit-codes:SIGABRT")
     assert (abort.rule_role, abort.category) == ("symptom", "collective_timeout")
 
@@ -206,14 +210,14 @@ def test_stack_groups_seed000() -> None:
     # a background thread with a different stack must not split the groups
     rows += pyspy(0, ["_recv_msg (torch/_inductor/compile_worker/subproc_pool.py:55)"], thread="Thread-1", record=99)
     res = stack_groups.run(context(rows))
-    groups = res.data["groups"]
+    groups = res.groups
     assert [(g.id, g.ranks, g.waits_in, g.minority) for g in groups] == [
         (0, [0, 1, 2, 4, 6, 7], "forward", False),
         (1, [3, 5], "barrier", True),
     ]
     assert groups[1].frames == ["barrier (torch/distributed/distributed_c10d.py)",
                                 "destroy_distributed (hyper_parallel/auto_models/trainer/base.py)"]
-    assert res.data["rank_group"][5] == 1
+    assert res.rank_group[5] == 1
     (f,) = res.findings
     assert f.ranks == [3, 5]
 
@@ -237,12 +241,12 @@ def test_frame_normalization_and_waits_in() -> None:
 def test_clock_skew_from_shared_steps() -> None:
     rows = steps([0, 1], 10, node="node-a") + steps([2, 3], 10, node="node-b", offset_s=3.0)
     res = clock_skew.run(context(rows))
-    assert res.facts["reference"] == "node-a"
+    assert res.reference == "node-a"
     # each node's first print of a step: rank 0 on node-a, rank 2 (+0.02 s) on node-b
-    assert res.facts["offsets_s"] == {"node-a": 0.0, "node-b": 3.02}
-    assert res.facts["uncertainty_s"] == 0.001
-    assert res.data["offsets"] == {"node-b": 3.02}
-    assert clock_skew.corrected(T0, "node-b", res.data) == T0 - timedelta(seconds=3.02)
+    assert res.offsets_s == {"node-a": 0.0, "node-b": 3.02}
+    assert res.uncertainty_s == 0.001
+    assert res.corrections_s == {"node-b": 3.02}
+    assert clock_skew.corrected(T0, "node-b", res) == T0 - timedelta(seconds=3.02)
     (f,) = res.findings
     assert f.nodes == ["node-b"]
 
@@ -255,14 +259,14 @@ def test_clock_skew_from_collective_timeouts() -> None:
                      "timeout_ms": 600000, "ran_ms": 600061,
                      "message": f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=58, ..."})
     res = clock_skew.run(context(rows))
-    assert res.facts["method"]["node-b"] == "collective timeouts"
-    assert res.facts["offsets_s"]["node-b"] == pytest.approx(-7.0, abs=0.01)
+    assert res.method["node-b"] == "collective timeouts"
+    assert res.offsets_s["node-b"] == pytest.approx(-7.0, abs=0.01)
 
 
 def test_clock_skew_single_node_and_second_resolution() -> None:
     rows = [{"rank": 0, "node": "n", "ts": datetime(2026, 5, 27, 19, 52, s), "message": "x"} for s in range(5)]
     res = clock_skew.run(context(rows))
-    assert (res.facts["uncertainty_s"], res.facts["resolution_s"]) == (1.0, 1.0)
+    assert (res.uncertainty_s, res.resolution_s) == (1.0, 1.0)
 
 
 # --- collective sequence -----------------------------------------------------------------------
@@ -293,20 +297,20 @@ def test_collective_sequence_states_and_start_time() -> None:
              {"file": "rank3.log", "rank": 3, "kind": "progress", "step": 9, "ts": T0, "message": "step 9"},
              {"file": "rank0.log", "rank": 0, "kind": "error", "ts": t,
               "message": "[PG ID 0 PG GUID 0(default_pg) Rank 0] First PG on this rank to signal dumping."}]
-    res = collectives.run(context(rows, world_size=5))
-    main = res.facts["main"]
-    assert (main["seq"], main["op_type"], main["numel"], main["timeout_ms"]) == (48490, "ALLREDUCE", 1, 1800000)
-    assert main["start_ts"] == t - timedelta(milliseconds=1800781)
-    assert main["ranks_inside"] == [0, 1]
-    assert main["ranks_not_entered"] == [2]
-    assert main["ranks_without_watchdog_line"] == [3]
-    assert main["ranks_no_logs"] == [4]
-    assert main["laggards"] == [2]
+    res = collective_sequence.run(context(rows, world_size=5))
+    main = res.main
+    assert (main.seq, main.op_type, main.numel, main.timeout_ms) == (48490, "ALLREDUCE", 1, 1800000)
+    assert main.start_ts == t - timedelta(milliseconds=1800781)
+    assert main.ranks_inside == [0, 1]
+    assert main.ranks_not_entered == [2]
+    assert main.ranks_without_watchdog_line == [3]
+    assert main.ranks_no_logs == [4]
+    assert main.laggards == [2]
     # a rank whose own status says it never entered is certain; the silent rank 3 is not blamed
-    assert main["stragglers"] == [2]
-    assert res.facts["diagnosis"] == "straggler"
-    assert res.facts["first_signal"]["rank"] == 0
-    assert res.facts["ranks"][2]["state"] == "not_entered"
+    assert main.stragglers == [2]
+    assert res.diagnosis == "straggler"
+    assert res.first_signal["rank"] == 0
+    assert res.ranks[2]["state"] == "not_entered"
     straggler = next(f for f in res.findings if f.id == "collective-sequence:straggler")
     assert (straggler.rule_role, straggler.fields["culprit_ranks"]) == ("root", [2])
 
@@ -314,7 +318,7 @@ def test_collective_sequence_states_and_start_time() -> None:
 def test_straggler_that_died_is_context_not_cause() -> None:
     t = T0 + timedelta(hours=1)
     rows = [*watchdog(0, t, 10, 10, 9), {"file": "rank1.log", "rank": 1, "kind": "error", "ts": T0, "exc_type": "KeyError", "message": "KeyError: 'labels'"}]
-    res = collectives.run(context(rows))
+    res = collective_sequence.run(context(rows))
     straggler = next(f for f in res.findings if f.id == "collective-sequence:straggler")
     assert straggler.ranks == [1]
     assert straggler.rule_role == "context"
@@ -325,10 +329,10 @@ def test_straggler_that_died_is_context_not_cause() -> None:
 
 
 def test_parse_fingerprint_variants() -> None:
-    assert fingerprint.parse_fingerprint("SequenceNumber=0OpType=GATHER") == {
+    assert collective_mismatch.parse_fingerprint("SequenceNumber=0OpType=GATHER") == {
         "seq": 0, "op_type": "GATHER", "shape": None, "dtypes": None, "device": None,
     }
-    old = fingerprint.parse_fingerprint("OpType=ALLGATHER, TensorShape=[4], TensorDtypes=Float, "
+    old = collective_mismatch.parse_fingerprint("OpType=ALLGATHER, TensorShape=[4], TensorDtypes=Float, "
                                         "TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda, ...")
     assert old == {"seq": None, "op_type": "ALLGATHER", "shape": "[4]", "dtypes": "Float", "device": "cuda"}
 
@@ -339,11 +343,11 @@ def test_mismatch_shape_only_names_uneven_sizes() -> None:
            "TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda)), but Rank 2 is running collective: "
            "CollectiveFingerPrint(SequenceNumber=40, OpType=ALLREDUCE, TensorShape=[1000, 4], TensorDtypes=Float, "
            "TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda)).")
-    res = fingerprint.run(context([{"rank": 0, "kind": "error", "message": msg, "ts": T0}]))
-    assert res.facts["differs"] == ["shape"]
-    assert res.facts["deviants"] == [2]
-    assert res.facts["likely_cause"].startswith("The tensor shapes differ: data-dependent sizes or uneven padding")
-    assert [r["shape"] for r in res.facts["rows"]] == ["[1024, 4]", "[1000, 4]"]
+    res = collective_mismatch.run(context([{"rank": 0, "kind": "error", "message": msg, "ts": T0}]))
+    assert res.differs == ["shape"]
+    assert res.deviants == [2]
+    assert res.likely_cause.startswith("The tensor shapes differ: data-dependent sizes or uneven padding")
+    assert [r["shape"] for r in res.rows] == ["[1024, 4]", "[1000, 4]"]
 
 
 def test_mismatch_majority_decides_the_deviant() -> None:
@@ -354,8 +358,8 @@ def test_mismatch_majority_decides_the_deviant() -> None:
 
     rows = [{"rank": 0, "kind": "error", "message": line(1, 12), "ts": T0},
             {"rank": 0, "kind": "error", "message": line(2, 11), "ts": T0}]
-    res = fingerprint.run(context(rows))
-    assert res.facts["deviants"] == [2]
+    res = collective_mismatch.run(context(rows))
+    assert res.deviants == [2]
 
 
 # --- HCCL ranktable ----------------------------------------------------------------------------
@@ -365,9 +369,9 @@ def test_ranktable_counts_without_agent_list() -> None:
     rows = [{"rank": 0, "kind": "error", "message": "        Failed to collect cluster information of the communicator "
              "based on rootInfo detection. Reason: rank num[8]is different with rank list size[1] in total topo rank "
              "info..", "ts": T0}]
-    res = ranktable.run(context(rows))
-    assert (res.facts["expected"], res.facts["connected"], res.facts["missing_count"]) == (8, 1, 7)
-    assert res.facts["never_connected"] == []
+    res = hccl_ranktable.run(context(rows))
+    assert (res.expected, res.connected, res.missing_count) == (8, 1, 7)
+    assert res.never_connected == []
     assert res.findings[0].title == "HCCL ranktable detection failed: 7 of 8 ranks never connected (1 of 8 connected)"
 
 
@@ -376,8 +380,8 @@ def test_ranktable_agent_list() -> None:
              "message": "[ERROR] HCCL(575229,python): total connected num is [4], need connect rankNum is [8]"},
             {"rank": 0, "kind": "error", "ts": T0, "message": "[ERROR] HCCL(575229,python): Failed to connect "
              "agent[1,3,5,7,]"}]
-    res = ranktable.run(context(rows))
-    assert res.facts["never_connected"] == [1, 3, 5, 7]
+    res = hccl_ranktable.run(context(rows))
+    assert res.never_connected == [1, 3, 5, 7]
     assert res.findings[0].fields["culprit_ranks"] == [1, 3, 5, 7]
 
 
@@ -423,10 +427,10 @@ def test_end_of_data_counts_per_rank_and_node() -> None:
     rows.append({"file": "rank1.log", "rank": 1, "kind": "error", "record": 7, "message": "StopIteration caught"})
     ctx = context(rows, run=("progress",), world_size=4)
     res = end_of_data.run(ctx)
-    assert res.facts["per_rank"] == {1: 2, 2: 2}  # the StopIteration record counts once
-    assert res.facts["desync"] is True
-    assert res.facts["drained"] == [1, 2]
-    assert res.facts["first_drained_rank"] == 1
+    assert res.per_rank == {1: 2, 2: 2}  # the StopIteration record counts once
+    assert res.desync is True
+    assert res.drained == [1, 2]
+    assert res.first_drained_rank == 1
     (f,) = res.findings
     assert (f.category, f.rule_role) == ("data_exhaustion_desync", "root")
 
@@ -436,8 +440,8 @@ def test_even_end_of_epoch_is_not_a_desync() -> None:
     rows += [{"file": f"rank{r}.log", "rank": r, "kind": "lifecycle", "ts": T0 + timedelta(seconds=101),
               "message": "end of epoch 0"} for r in range(2)]
     res = end_of_data.run(context(rows, run=("progress",)))
-    assert res.facts["desync"] is False
-    assert res.findings == []
+    assert res.desync is False
+    assert res.findings == ()
 
 
 # --- first failure -----------------------------------------------------------------------------
@@ -460,8 +464,8 @@ def test_first_failure_orders_by_time_and_falls_back_on_exceptions() -> None:
     assert oom.first_ts == T0 + timedelta(seconds=5)  # the traceback's time
     echo = by_id["first-failure:RuntimeError:echo"]
     assert (echo.rule_role, echo.category) == ("symptom", "network_failure")
-    assert res.facts["earliest"]["rank"] == 1
-    assert res.facts["runner_up"]["rank"] == 0
+    assert res.earliest["rank"] == 1
+    assert res.runner_up["rank"] == 0
 
 
 def test_exceptions_explained_by_a_rule_are_not_repeated() -> None:
@@ -473,7 +477,7 @@ def test_exceptions_explained_by_a_rule_are_not_repeated() -> None:
                    title="CUDA OOM", ranks=[1], rule_role="root",
                    evidence=[Evidence(file="rank1.log", line=2, rank=1, text="torch.OutOfMemoryError: ...", ts=T0)])
     res = first_failure.run(context(rows, findings=[rule], run=("clock-skew",)))
-    assert res.findings == []
+    assert res.findings == ()
 
 
 # --- job status --------------------------------------------------------------------------------
@@ -493,20 +497,29 @@ def test_job_status(extra: list[dict[str, Any]], status: str) -> None:
     rows = steps(range(2), 40) + extra
     ctx = context(rows, run=("progress", "exit-codes", "stack-groups", "clock-skew", "first-failure"))
     res = job_status.run(ctx)
-    assert res.facts["status"] == status
+    assert res.status == status
 
 
 def test_job_status_silence_per_rank() -> None:
     rows = steps([0], 40) + steps([1], 20)
     ctx = context(rows, run=("progress", "exit-codes", "stack-groups"))
     res = job_status.run(ctx)
-    assert res.facts["silent_s"][0] == 0.0
-    assert res.facts["silent_s"][1] == pytest.approx(200.0 - 0.01, abs=0.02)
+    assert res.silent_s[0] == 0.0
+    assert res.silent_s[1] == pytest.approx(200.0 - 0.01, abs=0.02)
     (f,) = res.findings
     assert (f.id, f.category, f.rule_role) == ("job-status:hung", "hang_unknown", "symptom")
 
 
 # --- cascade -----------------------------------------------------------------------------------
+
+
+def run_cascade(ctx: AnalyzerContext) -> Cascade:
+    """The verdict's choice of primary over the context's findings, as ``decide`` makes it."""
+    skew = ctx.get(clock_skew.Result)
+    lines = event_times(ctx.timeline)
+    findings = ctx.findings()
+    times = {f.id: finding_time(f, skew, rank_nodes(ctx.timeline), lines) for f in findings}
+    return cascade(findings, times, hung=False, margin_s=skew.uncertainty_s)
 
 
 def test_cascade_prefers_specific_cause_for_the_same_event_and_marks_echoes() -> None:
@@ -525,9 +538,9 @@ def test_cascade_prefers_specific_cause_for_the_same_event_and_marks_echoes() ->
                    evidence=[Evidence(file="rank2.log", line=4, rank=2, ts=later,
                                       text="RuntimeError: [pair.cc:598] Connection closed by peer [10.0.0.2]:30872")])
     ctx = context([{"message": "x"}], findings=[generic, mismatch, timeout, peer], run=("clock-skew",))
-    res = cascade.run(ctx)
-    assert res.data["primary"].id == "pytorch-collective-mismatch"
-    roles = res.data["roles"]
+    res = run_cascade(ctx)
+    assert res.primary.id == "pytorch-collective-mismatch"
+    roles = res.roles
     assert roles["nccl-watchdog-timeout"] == ("secondary", "pytorch-collective-mismatch")
     assert roles["gloo-peer-closed"] == ("secondary", "pytorch-collective-mismatch")
     assert roles["pytorch-rank-python-exception"] == ("secondary", "pytorch-collective-mismatch")
@@ -541,14 +554,13 @@ def test_cascade_echo_only_root_does_not_beat_a_later_real_cause() -> None:
     kill = Finding(id="sigkill", rule="r", category="host_oom", severity="error", title="SIGKILL", ranks=[3],
                    first_ts=early + timedelta(seconds=3), rule_role="root",
                    evidence=[Evidence(file="b", line=1, rank=3, ts=early + timedelta(seconds=3), text="exitcode: -9")])
-    res = cascade.run(context([{"message": "x"}], findings=[echo, kill], run=("clock-skew",)))
-    assert (res.data["primary"].id, res.data["tier"]) == ("sigkill", "root")
+    res = run_cascade(context([{"message": "x"}], findings=[echo, kill], run=("clock-skew",)))
+    assert (res.primary.id, res.tier) == ("sigkill", "root")
 
 
 def test_cascade_without_findings() -> None:
-    res = cascade.run(context([{"message": "x"}]))
-    assert res.data["primary"] is None
-    assert isinstance(res, AnalyzerResult)
+    res = run_cascade(context([{"message": "x"}]))
+    assert res.primary is None
 
 
 # --- behaviours found on the reconstructed corpus ------------------------------------------------
@@ -580,7 +592,7 @@ def test_nan_on_one_rank_first_names_it() -> None:
 
 def test_step_numbers_beyond_the_planned_total_are_ignored() -> None:
     rows = [*steps([0], 19, max_steps=25), {"file": "rank0.log", "rank": 0, "kind": "progress", "step": 131, "ts": T0, "message": "***** Running training ***** train_iters=25, global_batch_size=32, tokens per step=131,072"}]
-    assert progress.run(context(rows)).facts["ranks"][0]["last_step"] == 19
+    assert progress.run(context(rows)).ranks[0].last_step == 19
 
 
 def test_inherited_times_move_to_the_next_printed_time() -> None:
@@ -618,7 +630,7 @@ def test_two_ranks_reporting_each_other_blame_the_lower_sequence_number() -> Non
     a, b = "SequenceNumber=12, OpType=_REDUCE_SCATTER_BASE, TensorShape=[56623104]", "SequenceNumber=0OpType=GATHER"
     rows = [{"rank": 0, "kind": "error", "message": line(0, a, 1, b)},
             {"rank": 1, "kind": "error", "message": line(1, b, 0, a)}]
-    assert fingerprint.run(context(rows)).facts["deviants"] == [1]
+    assert collective_mismatch.run(context(rows)).deviants == [1]
 
 
 def test_a_rule_on_a_stack_frame_does_not_make_a_hang_failed() -> None:
@@ -628,7 +640,7 @@ def test_a_rule_on_a_stack_frame_does_not_make_a_hang_failed() -> None:
                          evidence=[Evidence(file="pyspy/rank0.txt", line=1, rank=0, text="barrier (...)")])
     ctx = context(rows, findings=[stack_rule],
                   run=("progress", "exit-codes", "stack-groups", "clock-skew", "first-failure"))
-    assert job_status.run(ctx).facts["status"] == "hung"
+    assert job_status.run(ctx).status == "hung"
 
 
 def test_tee_console_lines_are_not_counted_twice() -> None:
@@ -640,8 +652,8 @@ def test_tee_console_lines_are_not_counted_twice() -> None:
         rows.append({"file": "console.log", "node": "n0", "kind": "lifecycle", "message": line,
                      "ts": T0 + timedelta(seconds=55)})
     res = end_of_data.run(context(rows, run=("progress", "clock-skew"), world_size=4))
-    assert res.facts["per_rank"] == {1: 1, 3: 1}
-    assert res.facts["per_node"] == {"n0": 2}
+    assert res.per_rank == {1: 1, 3: 1}
+    assert res.per_node == {"n0": 2}
 
 
 def test_local_loss_names_the_rank_that_went_bad_first() -> None:

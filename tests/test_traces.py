@@ -21,8 +21,11 @@ import polars as pl
 import pytest
 
 import postmortem
+from postmortem.analyzers import flight_recorder
+from postmortem.analyzers.base import AnalyzerContext
 from postmortem.api import analyze
 from postmortem.discover import discover
+from postmortem.model import JobInfo
 from postmortem.parsers.flight_recorder import (
     RejectedDump,
     align_trace_clock,
@@ -33,7 +36,7 @@ from postmortem.parsers.flight_recorder import (
 from postmortem.parsers.structured import parse_pyspy_json
 from postmortem.render.html import html_text
 from postmortem.timeline import build_timeline
-from postmortem.traces import fuse_traces, match_traces, stack_frame_membership, trace_findings
+from postmortem.analyzers.flight_recorder import match_traces, stack_frame_membership, trace_findings
 
 REPO = Path(__file__).resolve().parent.parent
 FR = REPO / "tests" / "data" / "fr"
@@ -450,15 +453,15 @@ def test_hang_names_the_same_culprits_from_logs_dumps_or_both(tmp_path):
     both = _analyze(UNEVEN)
     assert from_logs.verdict.culprit_ranks == [2, 3]
     assert from_dumps.verdict.culprit_ranks == [2, 3]
-    assert from_dumps.facts["traces"]["agreement"]["status"] == "fr_only"
+    assert from_dumps.facts["verdict"]["agreement"]["status"] == "fr_only"
     assert from_dumps.verdict.category == "collective_mismatch"
     assert both.verdict.culprit_ranks == [2, 3]
-    agreement = both.facts["traces"]["agreement"]
+    agreement = both.facts["verdict"]["agreement"]
     assert (agreement["status"], agreement["logs"], agreement["flight_recorder"]) == ("agree", [2, 3], [2, 3])
     assert not any(f.rule == "fr-disagrees-with-logs" for f in both.findings)
     # the pickle and the JSON of one dump: the pickle is read (it has the Python frames)
-    assert both.facts["traces"]["dumps"]["files"]["2"] == "fr/rank2.pkl"
-    wave = both.facts["traces"]["wavefront"][0]
+    assert both.facts["flight-recorder"]["dumps"]["files"]["2"] == "fr/rank2.pkl"
+    wave = both.facts["flight-recorder"]["wavefront"][0]
     seq = wave["frontier_seq"]
     assert [(r["ranks_text"], r["last_seq"], r["op"], r["state"]) for r in wave["rows"]] == [
         ("0, 1, 4-7", seq, "gloo:all_reduce", "waiting"), ("2, 3", seq, "gloo:barrier", "waiting")]
@@ -477,11 +480,11 @@ def test_the_verdict_says_so_when_logs_and_dumps_disagree(tmp_path):
     logs_only = _analyze(_logs_copy(tmp_path))
     report = _analyze(job)
     assert report.verdict.culprit_ranks == [2, 3]  # the log diagnosis stands
-    agreement = report.facts["traces"]["agreement"]
+    agreement = report.facts["verdict"]["agreement"]
     assert (agreement["status"], agreement["flight_recorder"]) == ("disagree", [5])
     [finding] = [f for f in report.findings if f.rule == "fr-disagrees-with-logs"]
     assert finding.title == ("The logs and the flight-recorder dumps blame different ranks: 2, 3 (logs) vs 5 (dumps)")
-    seq = report.facts["traces"]["groups"][0]["frontier_seq"]
+    seq = report.facts["flight-recorder"]["groups"][0]["frontier_seq"]
     note = report.verdict.summary[report.verdict.summary.index("The flight-recorder dumps disagree"):]
     assert note.startswith(f"The flight-recorder dumps disagree: rank 5 never joined collective {seq} (gloo:all_reduce "
                            "of process group 0:default_pg, called from allreduce_gradients (/workspace/job/text_trainer.py:")
@@ -501,26 +504,22 @@ def test_dumps_name_the_culprit_the_logs_cannot(tmp_path):
     shutil.copytree(FR / "hang_missing" / "logs", job / "logs")
     shutil.copytree(FR / "hang_missing" / "pkl", job / "fr")
     report = _analyze(job)
+    logs_only = _analyze(job / "logs")
+    assert logs_only.verdict.culprit_ranks == []
     assert report.verdict.culprit_ranks == [3]
-    assert report.facts["traces"]["agreement"]["status"] in ("fr_only", "agree")
-    assert report.verdict.status == "hung"
-    if report.facts["traces"]["agreement"]["status"] == "fr_only":
-        assert report.verdict.category == "straggler"
-        assert report.verdict.summary.startswith("Rank 3 never joined collective 6 (gloo:all_reduce")
-        assert report.findings[0].rule == "fr-missing-ranks" and report.findings[0].role == "primary"
+    assert report.facts["verdict"]["agreement"]["status"] == "fr_only"
+    assert (report.verdict.status, report.verdict.category) == ("hung", "straggler")
+    assert report.verdict.summary.startswith("Rank 3 never joined collective 6 (gloo:all_reduce")
+    assert report.findings[0].rule == "fr-missing-ranks" and report.findings[0].role == "primary"
 
 
 def test_analyzer_protocol_reports_without_touching_the_verdict():
-    from postmortem.analyzers.base import AnalyzerContext
-    from postmortem.model import JobInfo
-    from postmortem.traces import ID, run
-
     frame = build_timeline(FR / "wrapped" / "pkl").frame
-    result = run(AnalyzerContext(timeline=frame, job=JobInfo(path="job", ranks=[0, 1, 2, 3])))
-    assert ID == "flight-recorder"
+    result = flight_recorder.run(AnalyzerContext(timeline=frame, job=JobInfo(path="job", ranks=[0, 1, 2, 3])))
+    assert flight_recorder.ID == "flight-recorder"
     assert [f.rule for f in result.findings] == ["fr-missing-ranks"]
-    assert result.facts["verdict"]["culprits"] == [2]
-    assert [w["pg"] for w in result.facts["wavefront"]] == ["0:default_pg", "1"]
+    assert result.culprits == [2]
+    assert [w["pg"] for w in result.wavefront] == ["0:default_pg", "1"]
 
 
 # --- the report -------------------------------------------------------------------------------
@@ -531,7 +530,6 @@ def test_html_report_shows_the_wavefront_only_with_dumps(tmp_path):
     shutil.copytree(FR / "hang_missing" / "logs", job / "logs")
     shutil.copytree(FR / "hang_missing" / "json", job / "fr")
     analysis = analyze(job)
-    fuse_traces(analysis.timeline.frame, analysis.report)
     html = html_text(analysis.report, analysis.timeline.frame)
     assert 'id="wavefront"' in html and 'href="#wavefront"' in html
     section = html[html.index('id="wavefront"'):]
@@ -541,7 +539,6 @@ def test_html_report_shows_the_wavefront_only_with_dumps(tmp_path):
     assert 'title="rank 3: done, last collective 5"' in section
 
     logs_only = analyze(job / "logs")
-    fuse_traces(logs_only.timeline.frame, logs_only.report)
     assert 'id="wavefront"' not in html_text(logs_only.report, logs_only.timeline.frame)
 
 
@@ -549,8 +546,7 @@ def test_html_report_shows_the_wavefront_only_with_dumps(tmp_path):
 def test_html_report_with_pyspy_but_no_dumps(tmp_path):
     job = _logs_copy(tmp_path)
     analysis = analyze(job)
-    fuse_traces(analysis.timeline.frame, analysis.report)
-    assert "wavefront" not in analysis.report.facts["traces"]
-    assert analysis.report.facts["traces"]["stack_membership"]
+    assert analysis.report.facts["flight-recorder"]["wavefront"] == []
+    assert analysis.report.facts["flight-recorder"]["stack_membership"]
     html = html_text(analysis.report, analysis.timeline.frame)
     assert 'id="wavefront"' not in html and 'id="stacks"' in html

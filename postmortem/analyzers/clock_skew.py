@@ -15,8 +15,8 @@ cannot be compared at all, and their order stays unknown.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 import polars as pl
 
@@ -25,25 +25,44 @@ from postmortem.analyzers.base import AnalyzerContext, AnalyzerResult
 
 ID = "clock-skew"
 TITLE = "Clock skew between nodes"
+NEEDS: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Result(AnalyzerResult):
+    nodes: list[str] = field(default_factory=list)
+    reference: str | None = None
+    #: estimated offset of each node's clock against the reference (None: no shared event)
+    offsets_s: dict[str, float | None] = field(default_factory=dict)
+    #: how far apart two events on different nodes must be to be ordered; None when some node is unknown
+    uncertainty_s: float | None = None
+    node_uncertainty_s: dict[str, float] = field(default_factory=dict)
+    resolution_s: float = 0.001
+    method: dict[str, str] = field(default_factory=dict)
+    unknown_nodes: list[str] = field(default_factory=list)
+    #: the offsets that were large enough to correct times by
+    corrections_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def applied(self) -> bool:
+        return bool(self.corrections_s)
 
 _RDZV = r"(?i)rendezvous complete|Rendezvous'ing worker group|Done waiting for other agents"
 #: Minimum uncertainty of rendezvous-based offsets: agents return from the rendezvous within ~1 s.
 _RDZV_SLACK_S = 1.0
 
 
-def run(ctx: AnalyzerContext) -> AnalyzerResult:
+def run(ctx: AnalyzerContext) -> Result:
     """Estimate per-node clock offsets and the ordering uncertainty across nodes."""
     tl = ctx.timeline.filter(pl.col("ts").is_not_null())
     timed = tl.filter(~pl.col("ts_inferred").fill_null(False))
     nodes = sorted(str(n) for n in timed.get_column("node").drop_nulls().unique())
     resolution = _resolution(timed)
     if len(nodes) <= 1:
-        facts = {
-            "nodes": nodes, "reference": nodes[0] if nodes else None, "offsets_s": dict.fromkeys(nodes, 0.0),
-            "uncertainty_s": resolution, "resolution_s": resolution, "method": {n: "single node" for n in nodes},
-            "unknown_nodes": [], "applied": False,
-        }
-        return AnalyzerResult(facts=facts, data={"offsets": {}, "margin_s": resolution, "unknown_nodes": []})
+        return Result(
+            nodes=nodes, reference=nodes[0] if nodes else None, offsets_s=dict.fromkeys(nodes, 0.0),
+            uncertainty_s=resolution, resolution_s=resolution, method={n: "single node" for n in nodes},
+        )
 
     rn = rank_nodes(ctx.timeline)
     reference = rn[min(rn)] if rn else nodes[0]
@@ -68,18 +87,6 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
     margin = None if unknown else round(max(e[1] for e in estimates.values()), 3)
     # correct a node's times only when its offset is larger than what we cannot resolve
     applied = {n: o for n, o in offsets.items() if o is not None and abs(o) > estimates[n][1]}
-    facts: dict[str, Any] = {
-        "nodes": nodes,
-        "reference": reference,
-        "offsets_s": offsets,
-        "uncertainty_s": margin,
-        "node_uncertainty_s": {n: round(estimates[n][1], 3) for n in estimates},
-        "resolution_s": resolution,
-        "method": {n: estimates[n][2] for n in estimates},
-        "unknown_nodes": unknown,
-        "applied": bool(applied),
-        "corrections_s": applied,
-    }
     findings = []
     big = {n: o for n, o in applied.items() if abs(o) >= 1.0}
     if big:
@@ -102,21 +109,31 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
                 nodes=sorted(big),
             )
         )
-    data = {"offsets": applied, "margin_s": margin, "unknown_nodes": unknown, "reference": reference}
-    return AnalyzerResult(findings=findings, facts=facts, data=data)
+    return Result(
+        findings=tuple(findings),
+        nodes=nodes,
+        reference=reference,
+        offsets_s=offsets,
+        uncertainty_s=margin,
+        node_uncertainty_s={n: round(estimates[n][1], 3) for n in estimates},
+        resolution_s=resolution,
+        method={n: estimates[n][2] for n in estimates},
+        unknown_nodes=unknown,
+        corrections_s=applied,
+    )
 
 
-def corrected(ts: datetime | None, node: str | None, skew: dict[str, Any]) -> datetime | None:
+def corrected(ts: datetime | None, node: str | None, skew: Result) -> datetime | None:
     """``ts`` moved onto the reference node's clock (unchanged when the offset is not significant)."""
     if ts is None or node is None:
         return ts
-    offset = skew.get("offsets", {}).get(node)
+    offset = skew.corrections_s.get(node)
     return ts - timedelta(seconds=offset) if offset else ts
 
 
-def corrected_expr(skew: dict[str, Any]) -> pl.Expr:
+def corrected_expr(skew: Result) -> pl.Expr:
     """:func:`corrected` as a polars expression over ``ts`` and ``node`` (column ``ts_adj``)."""
-    offsets = skew.get("offsets", {})
+    offsets = skew.corrections_s
     if not offsets:
         return pl.col("ts").alias("ts_adj")
     micro = pl.col("node").replace_strict(

@@ -17,11 +17,12 @@ packed per rank make the per-rank supply uneven even when the total looks suffic
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
-from postmortem.analyzers import clock_skew
+from postmortem.analyzers import clock_skew, progress
 from postmortem.analyzers._common import (
     evidence_rows,
     grep,
@@ -35,6 +36,23 @@ from postmortem.ranges import format_ranks, plural_ranks
 
 ID = "end-of-data"
 TITLE = "End of data across ranks"
+NEEDS: tuple[str, ...] = (progress.ID, clock_skew.ID)
+
+
+@dataclass(frozen=True)
+class Result(AnalyzerResult):
+    per_rank: dict[int, int] = field(default_factory=dict)
+    per_node: dict[str, int] = field(default_factory=dict)
+    #: the data-supply arithmetic: tokens, batch, sequence length, supported steps vs train_iters
+    supply: dict[str, Any] = field(default_factory=dict)
+    #: ranks ran out of data at different times
+    desync: bool = False
+    drained: list[int] = field(default_factory=list)
+    first_drained_rank: int | None = None
+    first_drained_step: int | None = None
+    counts_text: str = ""
+    rows: int = 0
+    ranks_with_end: str = ""
 
 END_OF_DATA = (
     r"(?i)Dataloader finished|^\s*StopIteration\b|\bStopIteration caught|end of epoch|end-of-epoch|"
@@ -68,20 +86,17 @@ _KEYS: dict[str, tuple[str, ...]] = {
 _NUM = r"[\"']?\s*(?:[:=]|\bis\b)\s*[\"']?([0-9][0-9,_]*)(?![\d,_/.])"
 
 
-def run(ctx: AnalyzerContext) -> AnalyzerResult:
+def run(ctx: AnalyzerContext) -> Result:
     """Count end-of-data lines per rank and node; do the data-supply arithmetic."""
     tl = ctx.timeline
     eod = _end_rows(tl)
-    progress = ctx.result("progress").facts.get("ranks", {})
-    last_steps = {r: e.get("last_step") for r, e in progress.items() if e.get("last_step") is not None}
+    ranks = ctx.get(progress.Result).ranks
+    last_steps = {r: e.last_step for r, e in ranks.items() if e.last_step is not None}
     world = world_ranks(ctx.job, tl)
     nodes_of = rank_nodes(tl)
     supply = data_supply(tl, ctx.job.config, world)
-    facts: dict[str, Any] = {"per_rank": {}, "per_node": {}, "supply": supply, "desync": False}
-
     per_rank, per_node = _counts(eod, nodes_of)
-    facts["per_rank"] = per_rank
-    facts["per_node"] = per_node
+    found: dict[str, Any] = {}
     findings = []
     ranks_known = [r for r in world if r in last_steps or r in per_rank]
     rank_counts = [per_rank.get(r, 0) for r in ranks_known]
@@ -95,29 +110,29 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
         and supply["supported_steps"] < supply["train_iters"]
     )
     if not eod.is_empty() and (uneven_ranks or uneven_nodes):
-        facts["desync"] = True
+        found["desync"] = True
         top = max(rank_counts) if rank_counts else 0
         drained = sorted(r for r in ranks_known if per_rank.get(r, 0) == top and top > 0)
         first_rows = eod.filter(pl.col("rank").is_in(drained)) if drained else eod
         first_rows = first_rows.sort(["ts", "file", "line"], nulls_last=True)
-        skew = ctx.result("clock-skew").data
+        skew = ctx.get(clock_skew.Result)
         placed = [
             (clock_skew.corrected(r["ts"], r["node"] or nodes_of.get(r["rank"]), skew), r["node"] or nodes_of.get(r["rank"]))
             for r in first_rows.iter_rows(named=True)
         ]
         first = first_rows.row(0, named=True)
         first_rank = first["rank"]
-        if tied_across_nodes(placed[0], placed[1:], skew.get("margin_s")):
+        if tied_across_nodes(placed[0], placed[1:], skew.uncertainty_s):
             first_rank = None  # nodes ran dry too close together for their clocks to order them
         step = last_steps.get(first_rank) if first_rank is not None else None
-        facts.update(drained=drained, first_drained_rank=first_rank, first_drained_step=step)
+        found.update(drained=drained, first_drained_rank=first_rank, first_drained_step=step)
         others = [r for r in ranks_known if r not in drained]
         counts_text = (
             "per-node counts " + "/".join(str(c) for c in node_counts) + f" ({', '.join(node_names)})"
             if uneven_nodes
             else "per-rank counts " + ", ".join(f"{r}: {per_rank.get(r, 0)}" for r in ranks_known[:16])
         )
-        facts["counts_text"] = counts_text
+        found["counts_text"] = counts_text
         title = (
             f"{plural_ranks(drained).capitalize()} ran out of data while {plural_ranks(others)} kept training"
             if drained and others
@@ -169,10 +184,15 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
                 fields={"supply": supply},
             )
         )
-    if not eod.is_empty():
-        facts["rows"] = eod.height
-        facts["ranks_with_end"] = format_ranks(per_rank)
-    return AnalyzerResult(findings=findings, facts=facts, data=facts)
+    return Result(
+        findings=tuple(findings),
+        per_rank=per_rank,
+        per_node=per_node,
+        supply=supply,
+        rows=eod.height,
+        ranks_with_end=format_ranks(per_rank),
+        **found,
+    )
 
 
 def _counts(eod: pl.DataFrame, nodes_of: dict[int, str]) -> tuple[dict[int, int], dict[str, int]]:

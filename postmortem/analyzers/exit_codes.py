@@ -12,16 +12,42 @@ SIGKILL (-9) is most often the kernel OOM killer, but a scheduler or a person ca
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import polars as pl
 
 from postmortem.analyzers._common import evidence_rows, first_by_rank, grep, make_finding, signal_name
 from postmortem.analyzers.base import AnalyzerContext, AnalyzerResult
+from postmortem.model import Finding
 from postmortem.ranges import plural_ranks
 
 ID = "exit-codes"
 TITLE = "Exit codes and signals per rank"
+NEEDS: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RankExit:
+    """How one worker process ended, and the line that says so."""
+
+    exit_code: int | None = None
+    signal: str | None = None
+    #: the launcher sent it the signal (torchrun's "Sending process N closing signal SIGTERM")
+    terminated_by_agent: bool = False
+    #: torchrun's ChildFailedError names it "Root Cause (first observed failure)"
+    root_cause: bool = False
+    ts: datetime | None = None
+    file: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Result(AnalyzerResult):
+    ranks: dict[int, RankExit] = field(default_factory=dict)
+    root_cause_rank: int | None = None
+    terminated_by_agent: list[int] = field(default_factory=list)
 
 _NATIVE = {"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT"}
 _WATCHDOG_ABORT = (
@@ -30,12 +56,12 @@ _WATCHDOG_ABORT = (
 )
 
 
-def run(ctx: AnalyzerContext) -> AnalyzerResult:
+def run(ctx: AnalyzerContext) -> Result:
     """Collect exit codes per rank and turn signal deaths into findings."""
     tl = ctx.timeline
     rows = tl.filter(pl.col("exit_code").is_not_null() | pl.col("signal").is_not_null())
     if rows.is_empty():
-        return AnalyzerResult(facts={"ranks": {}, "root_cause_rank": None})
+        return Result()
     rows = _attach_ranks(tl, rows)
     sent = rows.filter(
         pl.col("exit_code").is_null() & pl.col("message").str.contains(r"(?i)closing signal|via signal")
@@ -50,27 +76,23 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
     exits = exits.sort(["rank", "_bad", "ts", "file", "line"], descending=[False, True, False, False, False], nulls_last=True)
     per_rank = exits.unique(subset=["rank"], keep="first", maintain_order=True)
 
-    ranks: dict[int, dict[str, Any]] = {}
+    ranks: dict[int, RankExit] = {}
     for row in per_rank.iter_rows(named=True):
         rank = int(row["rank"])
         code = int(row["exit_code"])
         sig = row["signal"] if row["signal"] and str(row["signal"]).startswith("SIG") else signal_name(code)
-        ranks[rank] = {
-            "exit_code": code,
-            "signal": sig,
-            "terminated_by_agent": rank in by_agent,
-            "root_cause": (row["file"], row["line"]) in root_rows,
-            "ts": row["ts"],
-            "file": row["file"],
-            "line": row["line"],
-        }
-    for rank, sig in by_agent.items():
-        ranks.setdefault(
-            rank,
-            {"exit_code": None, "signal": sig, "terminated_by_agent": True, "root_cause": False, "ts": None,
-             "file": None, "line": None},
+        ranks[rank] = RankExit(
+            exit_code=code,
+            signal=sig,
+            terminated_by_agent=rank in by_agent,
+            root_cause=(row["file"], row["line"]) in root_rows,
+            ts=row["ts"],
+            file=row["file"],
+            line=row["line"],
         )
-    root_rank = min((r for r, e in ranks.items() if e["root_cause"]), default=None)
+    for rank, sig in by_agent.items():
+        ranks.setdefault(rank, RankExit(signal=sig, terminated_by_agent=True))
+    root_rank = min((r for r, e in ranks.items() if e.root_cause), default=None)
 
     aborted = set(
         int(r)
@@ -80,8 +102,9 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
     )
     findings = _findings(ranks, per_rank, aborted)
     findings.extend(_agent_signals(rows))
-    facts = {"ranks": ranks, "root_cause_rank": root_rank, "terminated_by_agent": sorted(by_agent)}
-    return AnalyzerResult(findings=findings, facts=facts, data={"ranks": ranks})
+    return Result(
+        findings=tuple(findings), ranks=ranks, root_cause_rank=root_rank, terminated_by_agent=sorted(by_agent)
+    )
 
 
 def _attach_ranks(tl: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
@@ -112,20 +135,20 @@ def _root_cause_rows(tl: pl.DataFrame, rows: pl.DataFrame) -> set[tuple[str, int
     return {(f, int(n)) for f, n in zip(hit["file"], hit["line"], strict=True)}
 
 
-def _findings(ranks: dict[int, dict[str, Any]], per_rank: pl.DataFrame, aborted: set[int]):
+def _findings(ranks: dict[int, RankExit], per_rank: pl.DataFrame, aborted: set[int]) -> list[Finding]:
     """One finding per kind of ending (a signal or an exit code), grouping ranks."""
     groups: dict[str, list[int]] = {}
     for rank, e in sorted(ranks.items()):
-        code = e["exit_code"]
+        code = e.exit_code
         if code is None or code == 0:
             continue
-        key = e["signal"] or f"code {code}"
+        key = e.signal or f"code {code}"
         groups.setdefault(key, []).append(rank)
     findings = []
     for key, members in sorted(groups.items()):
         ev_rows = first_by_rank(per_rank.filter(pl.col("rank").is_in(members)))
         evidence = evidence_rows(ev_rows)
-        code = ranks[members[0]]["exit_code"]
+        code = ranks[members[0]].exit_code
         who = plural_ranks(members)
         fields: dict[str, Any] = {"signal": key if key.startswith("SIG") else None, "exit_code": code}
         if key in _NATIVE:
@@ -157,7 +180,7 @@ def _findings(ranks: dict[int, dict[str, Any]], per_rank: pl.DataFrame, aborted:
                 )
             )
         elif key == "SIGKILL":
-            agent = all(ranks[r]["terminated_by_agent"] for r in members)
+            agent = all(ranks[r].terminated_by_agent for r in members)
             findings.append(
                 make_finding(
                     ID,
@@ -225,7 +248,7 @@ def _findings(ranks: dict[int, dict[str, Any]], per_rank: pl.DataFrame, aborted:
     return findings
 
 
-def _agent_signals(rows: pl.DataFrame):
+def _agent_signals(rows: pl.DataFrame) -> list[Finding]:
     """The elastic agent itself received a death signal: the job was stopped from outside."""
     got = rows.filter(pl.col("signal").str.starts_with("received ")).sort(["ts", "file", "line"], nulls_last=True)
     if got.is_empty():

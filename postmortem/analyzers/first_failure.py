@@ -20,12 +20,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import polars as pl
 
-from postmortem.analyzers import clock_skew
+from postmortem.analyzers import (
+    clock_skew,
+    collective_mismatch,
+    collective_sequence,
+    end_of_data,
+    exit_codes,
+    flight_recorder,
+    hccl_ranktable,
+    progress,
+    stack_groups,
+)
 from postmortem.analyzers._common import (
     CASCADE_PATTERN,
     SEVERE,
@@ -36,11 +47,30 @@ from postmortem.analyzers._common import (
     records_of,
 )
 from postmortem.analyzers.base import AnalyzerContext, AnalyzerResult
-from postmortem.model import Evidence
+from postmortem.model import Evidence, Finding
 from postmortem.ranges import plural_ranks
 
 ID = "first-failure"
 TITLE = "First failure across ranks"
+#: it turns exceptions no earlier finding explains into findings: every earlier analyzer first
+NEEDS: tuple[str, ...] = (
+    progress.ID, exit_codes.ID, stack_groups.ID, clock_skew.ID, collective_sequence.ID, collective_mismatch.ID,
+    hccl_ranktable.ID, end_of_data.ID, flight_recorder.ID,
+)
+
+
+@dataclass(frozen=True)
+class Result(AnalyzerResult):
+    #: the earliest error event and the earliest on another rank (dicts: rank, node, ts, ts_adj, file, line, text)
+    earliest: dict[str, Any] | None = None
+    runner_up: dict[str, Any] | None = None
+    margin_s: float | None = None
+    gap_s: float | None = None
+    #: the runner-up may have been first: the clocks cannot order them
+    ambiguous: bool = False
+    note: str = ""
+    clause: str = ""
+    events: list[dict[str, Any]] = field(default_factory=list)
 
 #: Exception types that only report a failure elsewhere (the launcher, the watchdog, a signal).
 CASCADE_EXC = r"^(?:ChildFailedError|DistBackendError|SignalException|CalledProcessError)$"
@@ -59,10 +89,10 @@ _EXC_CATEGORY: tuple[tuple[str, str], ...] = (
 )
 
 
-def run(ctx: AnalyzerContext) -> AnalyzerResult:
+def run(ctx: AnalyzerContext) -> Result:
     """Order error events across ranks; turn unexplained exceptions into findings."""
     tl = ctx.timeline
-    skew = ctx.result(clock_skew.ID).data
+    skew = ctx.get(clock_skew.Result)
     prior = ctx.findings()
     covered = {(e.file, e.line) for f in prior for e in f.evidence}
     covered_records = records_of(tl, covered)
@@ -73,28 +103,28 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
     explained = covered | {(e.file, e.line) for f in findings for e in f.evidence}
     templates = prior_templates | {_template(e.text) for f in findings for e in f.evidence}
     unexplained = _unexplained_errors(
-        tl, explained, records_of(tl, explained), templates, ctx.result("progress").facts.get("last_progress_ts")
+        tl, explained, records_of(tl, explained), templates, ctx.get(progress.Result).last_progress_ts
     )
     if unexplained is not None:
         findings.append(unexplained)
     events = _events(tl, skew, prior + findings, event_times(tl, ctx.cache))
-    facts: dict[str, Any] = {
-        "earliest": None, "runner_up": None, "margin_s": skew.get("margin_s"), "ambiguous": False, "note": "",
-        "clause": "",
-    }
-    if events:
-        first = events[0]
-        facts["earliest"] = first
-        other = next((e for e in events[1:] if e["rank"] != first["rank"] and e["rank"] is not None), None)
-        facts["runner_up"] = other
-        facts.update(_ordering_note(first, other, skew))
-    facts["events"] = events[:20]
-    return AnalyzerResult(findings=findings, facts=facts, data={"events": events, **facts})
+    if not events:
+        return Result(findings=tuple(findings), margin_s=skew.uncertainty_s)
+    first = events[0]
+    other = next((e for e in events[1:] if e["rank"] != first["rank"] and e["rank"] is not None), None)
+    return Result(
+        findings=tuple(findings),
+        earliest=first,
+        runner_up=other,
+        margin_s=skew.uncertainty_s,
+        events=events[:20],
+        **_ordering_note(first, other, skew),
+    )
 
 
 def _exception_findings(
     tl: pl.DataFrame, covered: set[tuple[str, int]], covered_records: set[tuple[str, int]], templates: set[str]
-):
+) -> list[Finding]:
     """One finding per exception type that no rule or earlier analyzer explained."""
     exc = tl.filter(
         pl.col("exc_type").is_not_null()
@@ -177,8 +207,8 @@ def _unexplained_errors(
     covered: set[tuple[str, int]],
     covered_records: set[tuple[str, int]],
     templates: set[str],
-    last_progress,
-):
+    last_progress: datetime | None,
+) -> Finding | None:
     """Error lines at the end of the job (after the last step) that nothing explains: the job
     failed, and we can at least point at where."""
     # the cheap filters first: the template test rewrites every message it sees
@@ -238,7 +268,9 @@ def _first_ts_key(rows: list[dict[str, Any]]) -> tuple[int, str]:
     return (0, ts.isoformat()) if ts is not None else (1, "")
 
 
-def _events(tl: pl.DataFrame, skew: dict[str, Any], findings, times: Mapping[tuple[str, int], datetime]) -> list[dict[str, Any]]:
+def _events(
+    tl: pl.DataFrame, skew: clock_skew.Result, findings: list[Finding], times: Mapping[tuple[str, int], datetime]
+) -> list[dict[str, Any]]:
     """Error events, earliest first: error rows (one per record) plus error findings' evidence.
 
     ``ts`` is the line's time as printed or inherited; ``ts_adj`` the time used for ordering
@@ -297,7 +329,7 @@ def event_key(e: dict[str, Any]) -> tuple:
     )
 
 
-def _ordering_note(first: dict[str, Any], other: dict[str, Any] | None, skew: dict[str, Any]) -> dict[str, Any]:
+def _ordering_note(first: dict[str, Any], other: dict[str, Any] | None, skew: clock_skew.Result) -> dict[str, Any]:
     """Is the first failure first by more than the clock uncertainty?
 
     ``note`` is a full sentence for the report; ``clause`` fits after the verdict's summary.
@@ -316,7 +348,7 @@ def _ordering_note(first: dict[str, Any], other: dict[str, Any] | None, skew: di
         }
     gap = (t2 - t1).total_seconds()
     cross_node = first.get("node") != other.get("node")
-    margin = skew.get("margin_s")
+    margin = skew.uncertainty_s
     if cross_node and margin is None:
         return {
             "gap_s": round(gap, 3),

@@ -20,16 +20,36 @@ after a hang shows as failed (exit codes) or cancelled.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import datetime
 
 import polars as pl
 
+from postmortem.analyzers import end_of_data, exit_codes, first_failure, progress, stack_groups
 from postmortem.analyzers._common import CASCADE_TEXT, SEVERE, evidence_rows, grep, hms, make_finding
 from postmortem.analyzers.base import AnalyzerContext, AnalyzerResult
 from postmortem.ranges import format_ranks
 
 ID = "job-status"
 TITLE = "Job status and silent ranks"
+#: a job is failed when an error line stands behind a finding: every finding source first
+NEEDS: tuple[str, ...] = (first_failure.ID,)
+
+
+@dataclass(frozen=True)
+class Result(AnalyzerResult):
+    status: str = "unknown"  # completed | failed | hung | unknown
+    reason: str = ""
+    job_end: datetime | None = None
+    last_progress_ts: datetime | None = None
+    silence_after_last_step_s: float | None = None
+    silence_threshold_s: float = 0.0
+    #: seconds between each rank's last line and the job's last line
+    silent_s: dict[int, float] = field(default_factory=dict)
+    completion_lines: int = 0
+    bad_exits: list[int] = field(default_factory=list)
+    training_finished_ts: datetime | None = None
+    stalled_with_stacks: bool = False
 
 COMPLETION = (
     r"(?i)training (?:completed|complete|finished|done)\b|successfully finished|\btrain_runtime\b|"
@@ -46,12 +66,12 @@ SILENCE_FACTOR = 10.0
 SILENCE_MIN_S = 120.0
 
 
-def run(ctx: AnalyzerContext) -> AnalyzerResult:
+def run(ctx: AnalyzerContext) -> Result:
     """Decide the job's status from errors, exits, completion lines, progress and silence."""
     tl = ctx.timeline
-    progress = ctx.result("progress").facts
-    exits = ctx.result("exit-codes").data.get("ranks", {})
-    groups = ctx.result("stack-groups").data.get("groups", [])
+    prog = ctx.get(progress.Result)
+    exits = ctx.get(exit_codes.Result).ranks
+    groups = ctx.get(stack_groups.Result).groups
     findings = ctx.findings()
 
     # a finding makes the job "failed" only when it stands on an error line: a rule matching a
@@ -63,29 +83,29 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
         if f.severity in SEVERE and f.rule_role != "context" and f.category not in _STALL and f.rule not in _INFERENCES
         and any((e.file, e.line) in error_keys for e in f.evidence)
     ]
-    codes = {r: e["exit_code"] for r, e in exits.items() if e.get("exit_code") is not None}
+    codes = {r: e.exit_code for r, e in exits.items() if e.exit_code is not None}
     bad_exits = sorted(r for r, c in codes.items() if c != 0)
     end = tl.get_column("ts").max()
-    last_prog_ts = progress.get("last_progress_ts")
-    last_step = progress.get("last_step")
-    max_steps = progress.get("max_steps")
+    last_prog_ts = prog.last_progress_ts
+    last_step = prog.last_step
+    max_steps = prog.max_steps
     completion = grep(tl, COMPLETION, _COMPLETION_HINTS).filter(pl.col("kind") != "stack")
     finished_ts = completion.get_column("ts").min()
-    if finished_ts is None and max_steps is not None and last_step is not None and last_step >= max_steps:
-        finished_ts = progress.get("last_progress_ts")
-    cadence = progress.get("cadence_s")
+    if finished_ts is None and prog.finished:
+        finished_ts = prog.last_progress_ts
+    cadence = prog.cadence_s
     silence = (end - last_prog_ts).total_seconds() if end is not None and last_prog_ts is not None else None
     threshold = max(SILENCE_MIN_S, SILENCE_FACTOR * cadence) if cadence else SILENCE_MIN_S
     reached = max_steps is not None and last_step is not None and last_step >= max_steps
     stopped_short = max_steps is not None and last_step is not None and last_step < max_steps
-    desync = bool(ctx.result("end-of-data").facts.get("desync"))
+    desync = ctx.get(end_of_data.Result).desync
     # py-spy dumps are taken of live, stuck processes: with no real cause among the errors (only
     # timeouts and echoes that ended the stall), the job hung, whatever killed it afterwards
     real_causes = [
         f for f in fatal
         if f.rule_role == "root" and not (f.evidence and all(CASCADE_TEXT.search(e.text or "") for e in f.evidence))
     ]
-    stalled = bool(groups) and not real_causes and (stopped_short or desync or not finished(progress))
+    stalled = bool(groups) and not real_causes and (stopped_short or desync or not prog.finished)
 
     if stalled:
         status = "hung"
@@ -118,16 +138,10 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
 
     # each rank's last time, as the progress analyzer found it
     silent_s = {
-        r: round((end - e["last_ts"]).total_seconds(), 3)
-        for r, e in progress.get("ranks", {}).items()
-        if end is not None and e.get("last_ts") is not None
+        r: round((end - e.last_ts).total_seconds(), 3)
+        for r, e in prog.ranks.items()
+        if end is not None and e.last_ts is not None
     }
-    facts: dict[str, Any] = {
-        "status": status, "reason": reason, "job_end": end, "last_progress_ts": last_prog_ts,
-        "silence_after_last_step_s": silence, "silence_threshold_s": threshold, "silent_s": silent_s,
-        "completion_lines": completion.height, "bad_exits": bad_exits, "training_finished_ts": finished_ts,
-    }
-    facts["stalled_with_stacks"] = stalled
     out = []
     if status == "hung":
         last_rows = (
@@ -161,7 +175,12 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
                 first_ts=end,
             )
         )
-    return AnalyzerResult(findings=out, facts=facts, data=facts)
+    return Result(
+        findings=tuple(out), status=status, reason=reason, job_end=end, last_progress_ts=last_prog_ts,
+        silence_after_last_step_s=silence, silence_threshold_s=threshold, silent_s=silent_s,
+        completion_lines=completion.height, bad_exits=bad_exits, training_finished_ts=finished_ts,
+        stalled_with_stacks=stalled,
+    )
 
 
 def _error_lines(tl: pl.DataFrame, keys: set[tuple[str, int]]) -> set[tuple[str, int]]:
@@ -176,8 +195,3 @@ def _error_lines(tl: pl.DataFrame, keys: set[tuple[str, int]]) -> set[tuple[str,
     )
     return {(f, int(n)) for f, n in zip(hit["file"], hit["line"], strict=True)}
 
-
-def finished(progress: dict[str, Any]) -> bool:
-    """The last step reached the planned number of steps."""
-    last, planned = progress.get("last_step"), progress.get("max_steps")
-    return last is not None and planned is not None and last >= planned

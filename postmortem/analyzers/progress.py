@@ -20,6 +20,8 @@ A rank one step behind at the moment of a crash may simply not have printed its 
 from __future__ import annotations
 
 from bisect import bisect_left
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import polars as pl
@@ -30,9 +32,45 @@ from postmortem.ranges import format_ranks, plural_ranks
 
 ID = "progress"
 TITLE = "Per-rank training progress"
+NEEDS: tuple[str, ...] = ()
 
 
-def run(ctx: AnalyzerContext) -> AnalyzerResult:
+@dataclass(frozen=True)
+class RankProgress:
+    """One rank's progress: its last line and, when it prints steps, its last step and cadence."""
+
+    last_ts: datetime | None = None
+    events: int = 0
+    last_step: int | None = None
+    last_step_ts: datetime | None = None
+    first_step: int | None = None
+    cadence_s: float | None = None
+    step_interval: int | None = None
+    max_steps: int | None = None
+
+
+@dataclass(frozen=True)
+class Result(AnalyzerResult):
+    ranks: dict[int, RankProgress] = field(default_factory=dict)
+    majority_last_step: int | None = None
+    behind: list[int] = field(default_factory=list)
+    #: the job's last step and its time, also when the progress lines carry no rank (one trainer log)
+    last_step: int | None = None
+    last_progress_ts: datetime | None = None
+    max_steps: int | None = None
+    cadence_s: float | None = None
+    step_interval: int | None = None
+    #: per-rank mean seconds per step by what they measure (data, compute, comm), when printed
+    timing: dict[int, dict[str, float | None]] = field(default_factory=dict)
+    first_nan_step: int | None = None
+
+    @property
+    def finished(self) -> bool:
+        """The last step reached the planned number of steps."""
+        return self.last_step is not None and self.max_steps is not None and self.last_step >= self.max_steps
+
+
+def run(ctx: AnalyzerContext) -> Result:
     """Compute per-rank progress facts and flag ranks behind the majority's last step."""
     tl = ctx.timeline
     last_ts = (
@@ -45,27 +83,27 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
     # (the columns read here: the progress rows are most of a big job's timeline)
     prog = progress_rows(tl.select("file", "line", "rank", "ts", "step", "max_steps", "message", "loss", "grad_norm"))
     per_rank = _per_key(prog.filter(pl.col("rank").is_not_null()), "rank")
-    ranks: dict[int, dict[str, Any]] = {}
-    for row in last_ts.iter_rows(named=True):
-        ranks[int(row["rank"])] = {"last_ts": row["last_ts"], "events": int(row["events"])}
-    for row in per_rank.iter_rows(named=True):
-        entry = ranks.setdefault(int(row["rank"]), {"last_ts": None, "events": 0})
-        entry.update(
-            last_step=row["last_step"],
-            last_step_ts=row["last_step_ts"],
-            first_step=row["first_step"],
-            cadence_s=row["cadence_s"],
-            step_interval=row["step_interval"],
-            max_steps=row["max_steps"],
+    lines = {int(row["rank"]): (row["last_ts"], int(row["events"])) for row in last_ts.iter_rows(named=True)}
+    steps = {int(row["rank"]): row for row in per_rank.iter_rows(named=True)}
+    ranks: dict[int, RankProgress] = {}
+    for rank in sorted(set(lines) | set(steps)):
+        when, events = lines.get(rank, (None, 0))
+        row = steps.get(rank, {})
+        ranks[rank] = RankProgress(
+            last_ts=when,
+            events=events,
+            last_step=row.get("last_step"),
+            last_step_ts=row.get("last_step_ts"),
+            first_step=row.get("first_step"),
+            cadence_s=row.get("cadence_s"),
+            step_interval=row.get("step_interval"),
+            max_steps=row.get("max_steps"),
         )
-    for entry in ranks.values():
-        for key in ("last_step", "last_step_ts", "first_step", "cadence_s", "step_interval", "max_steps"):
-            entry.setdefault(key, None)
 
-    stepped = {r: e["last_step"] for r, e in ranks.items() if e["last_step"] is not None}
+    stepped = {r: e.last_step for r, e in ranks.items() if e.last_step is not None}
     majority = most_common(list(stepped.values()))
     behind = sorted(r for r, s in stepped.items() if majority is not None and s < majority)
-    cadences = [e["cadence_s"] for e in ranks.values() if e["cadence_s"] is not None]
+    cadences = [e.cadence_s for e in ranks.values() if e.cadence_s is not None]
 
     # Job-level view, also for logs whose progress lines carry no rank (one trainer log).
     job_prog = _per_key(prog.with_columns(pl.lit(0).alias("_all")), "_all")
@@ -75,16 +113,6 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
         job = {k: row[k] for k in ("last_step", "last_step_ts", "cadence_s", "max_steps", "step_interval")}
     cadence = _median(cadences) if cadences else job["cadence_s"]
 
-    facts = {
-        "ranks": ranks,
-        "majority_last_step": majority,
-        "behind": behind,
-        "last_step": job["last_step"],
-        "last_progress_ts": job["last_step_ts"],
-        "max_steps": job["max_steps"],
-        "cadence_s": cadence,
-        "step_interval": job.get("step_interval"),
-    }
     findings = []
     if behind:
         rows = (
@@ -116,12 +144,22 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
     slow = _slow_rank_finding(prog)
     if slow is not None:
         findings.append(slow)
-        facts["timing"] = slow.fields["means"]
     nan = _nan_finding(prog)
     if nan is not None:
         findings.append(nan)
-        facts["first_nan_step"] = nan.fields["first_bad_step"]
-    return AnalyzerResult(findings=findings, facts=facts, data={"ranks": ranks})
+    return Result(
+        findings=tuple(findings),
+        ranks=ranks,
+        majority_last_step=majority,
+        behind=behind,
+        last_step=job["last_step"],
+        last_progress_ts=job["last_step_ts"],
+        max_steps=job["max_steps"],
+        cadence_s=cadence,
+        step_interval=job.get("step_interval"),
+        timing=slow.fields["means"] if slow is not None else {},
+        first_nan_step=nan.fields["first_bad_step"] if nan is not None else None,
+    )
 
 
 #: A metric printed as nan/inf in text the parser could not read as a number ("loss nan").

@@ -15,16 +15,38 @@ Ranks without a dump are not in any group.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import polars as pl
 
 from postmortem.analyzers._common import make_finding
 from postmortem.analyzers.base import AnalyzerContext, AnalyzerResult
-from postmortem.model import Evidence, StackGroup
+from postmortem.model import Evidence, Finding, StackGroup
 from postmortem.ranges import format_ranks, plural_ranks
 
 ID = "stack-groups"
 TITLE = "Ranks grouped by main-thread stack"
+NEEDS: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Result(AnalyzerResult):
+    groups: list[StackGroup] = field(default_factory=list)
+    rank_group: dict[int, int] = field(default_factory=dict)
+    #: py-spy thread stacks whose rank is not known (not grouped)
+    unattributed_stacks: int = 0
+
+    @property
+    def minority(self) -> list[StackGroup]:
+        return [g for g in self.groups if g.minority]
+
+    @property
+    def majority(self) -> list[StackGroup]:
+        return [g for g in self.groups if not g.minority]
+
+    @property
+    def minority_ranks(self) -> list[int]:
+        return sorted(r for g in self.minority for r in g.ranks)
 
 #: (name, pattern on the normalised frame ``func (file)``), tried on each frame innermost first.
 WAIT_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -51,13 +73,13 @@ WAIT_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 
 
-def run(ctx: AnalyzerContext) -> AnalyzerResult:
+def run(ctx: AnalyzerContext) -> Result:
     """Group ranks by normalised main-thread stack; flag minority groups."""
     stacks = ctx.timeline.filter(
         (pl.col("kind") == "stack") & pl.col("frame").is_not_null() & pl.col("record").is_not_null()
     )
     if stacks.is_empty():
-        return AnalyzerResult(facts={"groups": [], "rank_group": {}}, data={"groups": [], "rank_group": {}})
+        return Result()
     unattributed = stacks.filter(pl.col("rank").is_null()).select("file", "record").unique().height
     stacks = stacks.filter(pl.col("rank").is_not_null()).with_columns(normalize_frame(pl.col("frame")).alias("norm"))
     stacks = stacks.filter(pl.col("norm").is_not_null())
@@ -98,12 +120,7 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
     findings = []
     if len(groups) > 1:
         findings.append(_split_finding(groups, where))
-    facts = {
-        "groups": [g.to_dict() for g in groups],
-        "rank_group": rank_group,
-        "unattributed_stacks": unattributed,
-    }
-    return AnalyzerResult(findings=findings, facts=facts, data={"groups": groups, "rank_group": rank_group})
+    return Result(findings=tuple(findings), groups=groups, rank_group=rank_group, unattributed_stacks=unattributed)
 
 
 def normalize_frame(frame: pl.Expr) -> pl.Expr:
@@ -127,7 +144,7 @@ def waits_in(frames: tuple[str, ...] | list[str]) -> str:
     return "unknown"
 
 
-def _split_finding(groups: list[StackGroup], where: dict[int, tuple[str, int, str]]):
+def _split_finding(groups: list[StackGroup], where: dict[int, tuple[str, int, str]]) -> Finding:
     minority = [g for g in groups if g.minority]
     major = [g for g in groups if not g.minority]
     parts = "; ".join(f"{plural_ranks(g.ranks)} in {g.waits_in} ({g.frames[0] if g.frames else '?'})" for g in groups)

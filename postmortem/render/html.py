@@ -123,13 +123,21 @@ def build_context(report: Report) -> dict[str, Any]:
         "majority_step": majority,
         "collapse_ranks": len(ranks) > COLLAPSE_RANKS_ABOVE,
         "stacks": stack_columns(report.stack_groups),
-        "traces": report.facts.get("traces") or {},  # flight-recorder wavefront (postmortem.traces)
+        "traces": _traces(report),
         "facts": facts_view(report.facts),
         "skipped": job.skipped[:TABLE_ROW_LIMIT],
         "skipped_more": max(0, len(job.skipped) - TABLE_ROW_LIMIT),
         "config_json": json.dumps(job.config, indent=2, sort_keys=True, default=str) if job.config else "",
         "row_limit": TABLE_ROW_LIMIT,
     }
+
+
+def _traces(report: Report) -> dict[str, Any]:
+    """The flight-recorder analyzer's facts and the verdict's weighing of them, when there are dumps."""
+    fr = report.facts.get("flight-recorder") or {}
+    if not fr.get("dumps"):
+        return {"stack_membership": fr.get("stack_membership") or []}
+    return {**fr, "agreement": (report.facts.get("verdict") or {}).get("agreement") or {}}
 
 
 def stack_columns(groups: list[StackGroup]) -> list[dict[str, Any]]:

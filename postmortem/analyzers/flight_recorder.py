@@ -25,9 +25,8 @@ words ``torchfrtrace`` uses:
 The ``wavefront`` fact is, per process group, the last sequence id each rank reached, the
 collective it was in, whether it was still waiting in it, and the missing ranks.
 
-:func:`fuse_traces` adds the findings and facts to a :class:`~postmortem.model.Report` after
-the log diagnosis, and compares the culprits both sources name (``agreement``): when the logs
-name none, the dumps' culprits become the verdict's; when they disagree, a finding says so.
+The verdict (:mod:`postmortem.verdict`) weighs the dumps' culprits against the logs': when the
+logs name none, the dumps' culprits become the verdict's; when they disagree, a finding says so.
 
 ## What a match does not prove
 A dump is a snapshot, taken when each rank dumped: a rank that dumped earlier than the others
@@ -39,24 +38,26 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import polars as pl
 
-from postmortem.model import Evidence, Finding, Report
+from postmortem.analyzers.base import AnalyzerContext, AnalyzerResult
+from postmortem.analyzers.stack_groups import normalize_frame, waits_in
+from postmortem.model import Evidence, Finding
 from postmortem.parsers.flight_recorder import PG_ROW_PREFIX, entry_fields, pg_fields
 from postmortem.ranges import format_ranks, plural_ranks
 
 ID = "flight-recorder"
 TITLE = "Flight-recorder dumps matched across ranks"
+NEEDS: tuple[str, ...] = ()
 
 #: Mismatched collectives reported per process group (torchfrtrace's ``--mismatch-cap``).
 MISMATCH_CAP = 10
 #: Per-rank cells of the wavefront view are listed up to this group size; larger groups only by range.
 PER_RANK_LIMIT = 256
-#: Verdict categories whose culprit list the dumps may fill when the logs name nobody.
-_OPEN_CATEGORIES = {"hang_unknown", "unknown_failure", "collective_timeout", "straggler"}
 _KIND_ERROR = {
     "type": "COLLECTIVE_TYPE_MISMATCH",
     "size": "SIZE_OR_SYNTAX_MISMATCH",
@@ -64,7 +65,7 @@ _KIND_ERROR = {
     "state": "COLLECTIVE_STATE_MISMATCH",
 }
 _KIND_TITLE = {"type": "collective type", "size": "size", "dtype": "dtype", "state": "state"}
-_REFERENCES = [
+REFERENCES = [
     "https://pytorch.org/docs/stable/torch.distributed.flight_recorder.html",
     "https://github.com/pytorch/pytorch/tree/main/torch/distributed/flight_recorder",
 ]
@@ -419,9 +420,9 @@ def _mismatches(
     differing = ge.differing(window, frontier)
     public: list[dict[str, Any]] = []
     internal: list[dict[str, Any]] = []
-    for seq, field in differing.head(cap).iter_rows():
+    for seq, kind in differing.head(cap).iter_rows():
         here = ge.at(seq)
-        sigs = {r: _signature(e, field) for r, e in here.items()}
+        sigs = {r: _signature(e, kind) for r, e in here.items()}
         counts = Counter(sigs.values())
         (top, n), *rest = counts.most_common()
         majority = top if not rest or rest[0][1] < n else None
@@ -436,7 +437,7 @@ def _mismatches(
             })
         culprits = sorted(r for r, s in sigs.items() if majority is not None and s != majority)
         item = {
-            "seq": seq, "kind": field, "error_type": _KIND_ERROR[field], "culprits": culprits,
+            "seq": seq, "kind": kind, "error_type": _KIND_ERROR[kind], "culprits": culprits,
             "sides": sides, "op": here[min(here)].op,
         }
         public.append(item)
@@ -619,7 +620,7 @@ def _missing_finding(pub: dict[str, Any], g: dict[str, Any], culprits: set[int])
         explanation=explanation,
         fix=("Look at what the missing ranks did instead: their py-spy stack, their last log lines, the last "
              "entry of their dump. Make every rank issue the same collectives in the same order."),
-        references=list(_REFERENCES),
+        references=list(REFERENCES),
         role="secondary",
         rule_role="root" if set(blamed) & culprits else "symptom",
         message=f"missing ranks {format_ranks(missing)} at collective {seq} of process group {pub['pg']}",
@@ -668,7 +669,7 @@ def _mismatch_finding(pub: dict[str, Any], kind: str, items: list[dict[str, Any]
         explanation=explanation,
         fix=("Make every rank call the same collective with the same shapes and dtypes at each step: look for "
              "rank-dependent branches, parameters that only some ranks use, and uneven data."),
-        references=list(_REFERENCES),
+        references=list(REFERENCES),
         role="secondary",
         rule_role="root" if set(named) & culprits else "symptom",
         message=lines[0],
@@ -698,7 +699,7 @@ def _no_dump_finding(pub: dict[str, Any], verdict: dict[str, Any]) -> Finding:
         explanation=explanation,
         fix=("Collect every rank's dump (TORCH_NCCL_DUMP_ON_TIMEOUT=1 with TORCH_NCCL_DEBUG_INFO_TEMP_FILE or "
              "TORCH_FR_DUMP_TEMP_FILE on shared storage) and check the missing ranks' logs for a crash."),
-        references=list(_REFERENCES),
+        references=list(REFERENCES),
         role="context",
         rule_role="context",
         message=text,
@@ -728,8 +729,6 @@ def stack_frame_membership(timeline: pl.DataFrame, match: dict[str, Any] | None 
     their innermost frame, and the collective their flight-recorder dump shows them waiting in).
     ``match`` is :func:`match_traces` of the same timeline, when already computed.
     """
-    from postmortem.analyzers.stack_groups import normalize_frame
-
     stacks = timeline.filter(
         (pl.col("kind") == "stack") & pl.col("frame").is_not_null() & pl.col("record").is_not_null()
         & pl.col("rank").is_not_null()
@@ -791,8 +790,6 @@ def _thread_state(header: str | None) -> str:
 
 
 def _others_wait(outside: list[int], stack_of: dict[int, list[str]], waiting_fr: dict[int, str]) -> dict[str, Any]:
-    from postmortem.analyzers.stack_groups import waits_in
-
     activities = Counter(waits_in(stack_of[r]) for r in outside)
     innermost = Counter(stack_of[r][0] for r in outside if stack_of[r])
     collectives = Counter(waiting_fr[r] for r in outside if r in waiting_fr)
@@ -814,130 +811,41 @@ def _fr_waiting(match: dict[str, Any]) -> dict[int, str]:
     return out
 
 
-# --- fusing into the report ------------------------------------------------------------------
+# --- the analyzer ----------------------------------------------------------------------------
 
 
-def fuse_traces(timeline_frame: pl.DataFrame, report: Report) -> None:
-    """Add the dumps' findings and facts to ``report`` (after the log diagnosis) and compare culprits.
+@dataclass(frozen=True)
+class Result(AnalyzerResult):
+    #: per process group: the ranks grouped by (last sequence id, op, state), missing ranks marked
+    wavefront: list[dict[str, Any]] = field(default_factory=list)
+    #: per process group: members, per-rank last entry, incomplete collectives, mismatches
+    groups: list[dict[str, Any]] = field(default_factory=list)
+    #: which ranks left a dump and which file was read for each
+    dumps: dict[str, Any] = field(default_factory=dict)
+    #: the ranks the dumps blame and why: culprits, basis (missing | mismatch | no_dump), pg, seq, op, text
+    verdict: dict[str, Any] = field(default_factory=_no_verdict)
+    #: py-spy frames with the ranks in and not in them (see :func:`stack_frame_membership`)
+    stack_membership: list[dict[str, Any]] = field(default_factory=list)
 
-    * ``report.facts["traces"]``: ``wavefront``, ``groups``, ``dumps``, ``verdict`` (the dumps'
-      culprits), ``agreement`` and ``stack_membership`` (see :func:`stack_frame_membership`).
-    * The findings of :func:`trace_findings`; they do not replace the log diagnosis's primary.
-    * When the logs name no culprit and the dumps do, the verdict takes the dumps' culprits (a
-      ``hang_unknown`` verdict becomes ``straggler`` or ``collective_mismatch``); when both name
-      culprits and they differ, a ``fr-disagrees-with-logs`` finding and a sentence of the
-      summary say so, and the confidence drops one level.
-    """
-    match = match_traces(timeline_frame, world=list(report.job.ranks) or None)
-    membership = stack_frame_membership(timeline_frame, match)
-    if not match["dumps"]:
-        if membership:
-            report.facts.setdefault("traces", {})["stack_membership"] = membership
-        return
-    taken = {f.id for f in report.findings}
-    new = [f for f in trace_findings(match) if f.id not in taken]
-    fr = match["verdict"]
-    agreement = _agreement(report, fr)
-    report.facts["traces"] = {
-        "wavefront": match["wavefront"],
-        "groups": match["groups"],
-        "dumps": match["dumps"],
-        "verdict": fr,
-        "agreement": agreement,
-        "stack_membership": membership,
-    }
-    if agreement["status"] == "fr_only":
-        _adopt(report, fr, new)
-    elif agreement["status"] in ("disagree", "partial"):
-        new.append(_disagreement_finding(report, fr, agreement))
-        report.verdict.summary = report.verdict.summary.rstrip() + " " + agreement["note"]
-        levels = ["low", "medium", "high"]
-        report.verdict.confidence = levels[max(0, levels.index(report.verdict.confidence) - 1)]  # type: ignore[assignment]
-    report.findings.extend(f for f in new if f.role != "primary")
+    @property
+    def culprits(self) -> list[int]:
+        return list(self.verdict.get("culprits") or [])
+
+    @property
+    def waiting(self) -> bool:
+        """Some rank's dump shows it waiting in a collective (the dumps were taken during a hang)."""
+        return any(g.get("waiting") for g in self.groups)
 
 
-def _agreement(report: Report, fr: dict[str, Any]) -> dict[str, Any]:
-    logs = sorted(report.verdict.culprit_ranks)
-    dumps = sorted(fr["culprits"] or fr.get("suspects") or [])
-    if logs and dumps:
-        if set(logs) == set(dumps):
-            status = "agree"
-        elif set(logs) & set(dumps):
-            status = "partial"
-        else:
-            status = "disagree"
-    elif dumps:
-        status = "fr_only" if fr["culprits"] and report.verdict.category in _OPEN_CATEGORIES else "dumps_only"
-    elif logs:
-        status = "logs_only"
-    else:
-        status = "none"
-    note = ""
-    if status == "agree":
-        note = f"The flight-recorder dumps agree: {fr['text']}."
-    elif status in ("disagree", "partial"):
-        note = (f"The flight-recorder dumps {'partly ' if status == 'partial' else ''}disagree: {fr['text']} "
-                f"(the logs blame {plural_ranks(logs)}).")
-    elif status == "fr_only":
-        note = f"From the flight-recorder dumps: {fr['text']}."
-    return {"status": status, "logs": logs, "flight_recorder": dumps, "basis": fr.get("basis"), "note": note}
-
-
-def _adopt(report: Report, fr: dict[str, Any], new: list[Finding]) -> None:
-    """The logs named nobody; the dumps did: they become the verdict's culprits and its primary finding."""
-    v = report.verdict
-    v.culprit_ranks = list(fr["culprits"])
-    if v.status == "unknown" and any(g["waiting"] for g in report.facts.get("traces", {}).get("groups", [])):
-        v.status = "hung"  # the dumps were taken while ranks waited in collectives
-    if v.category in ("hang_unknown", "unknown_failure") or (v.category == "collective_timeout" and fr["basis"] == "mismatch"):
-        v.category = "collective_mismatch" if fr["basis"] == "mismatch" and fr.get("kind") != "state" else "straggler"
-    v.summary = fr["text"][:1].upper() + fr["text"][1:] + ("; the job hung." if v.status == "hung" else ".")
-    v.confidence = "medium"
-    main = next((f for f in new if set(f.ranks) & set(fr["culprits"]) and f.rule != "fr-missing-dumps"), None)
-    if main is not None:
-        for f in report.findings:
-            if f.role == "primary":
-                f.role = "secondary"
-                f.caused_by = main.id
-        main.role = "primary"
-        report.findings.insert(0, main)
-        report.facts.setdefault("verdict", {})["primary"] = main.id
-
-
-def _disagreement_finding(report: Report, fr: dict[str, Any], agreement: dict[str, Any]) -> Finding:
-    logs, dumps = agreement["logs"], agreement["flight_recorder"]
-    title = (f"The logs and the flight-recorder dumps blame different ranks: {format_ranks(logs)} (logs) vs "
-             f"{format_ranks(dumps)} (dumps)")
-    return Finding(
-        id="fr-disagrees-with-logs",
-        rule="fr-disagrees-with-logs",
-        category=report.verdict.category,
-        severity="warning",
-        title=title,
-        ranks=sorted(set(logs) ^ set(dumps)),
-        count=1,
-        explanation=(
-            f"The log diagnosis ({report.verdict.category}) names {plural_ranks(logs)}; the dumps say {fr['text']}. "
-            "A dump is a snapshot taken when each rank dumped, and a log line is what a rank printed: a rank that "
-            "dumped late, a process group the logs do not mention, or an echo mistaken for a cause can each explain "
-            "the difference."
-        ),
-        fix="Read both: the ranks' last log lines around the dump time and the dumps' last entries for the ranks in question.",
-        references=list(_REFERENCES),
-        role="context",
-        rule_role="context",
-        message=title,
-        fields={"logs": logs, "flight_recorder": dumps, "status": agreement["status"], "basis": fr.get("basis")},
-    )
-
-
-# --- the analyzer protocol (for registration beside the log analyzers) -----------------------
-
-
-def run(ctx: Any) -> Any:
-    """Analyzer entry point: the dumps' findings and wavefront, without touching the verdict."""
-    from postmortem.analyzers.base import AnalyzerResult
-
+def run(ctx: AnalyzerContext) -> Result:
+    """Match the dumps across ranks and report what they show; the verdict weighs them with the logs."""
     match = match_traces(ctx.timeline, world=list(ctx.job.ranks) or None)
-    facts = {k: match[k] for k in ("wavefront", "groups", "dumps", "verdict")}
-    return AnalyzerResult(findings=trace_findings(match) if match["dumps"] else [], facts=facts, data=match)
+    membership = stack_frame_membership(ctx.timeline, match)
+    return Result(
+        findings=tuple(trace_findings(match)) if match["dumps"] else (),
+        wavefront=match["wavefront"],
+        groups=match["groups"],
+        dumps=match["dumps"],
+        verdict=match["verdict"],
+        stack_membership=membership,
+    )

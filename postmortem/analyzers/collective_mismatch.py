@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from postmortem.analyzers._common import evidence_rows, grep, make_finding
@@ -28,18 +29,31 @@ from postmortem.ranges import plural_ranks
 
 ID = "collective-mismatch"
 TITLE = "Collective fingerprint mismatch between ranks"
+NEEDS: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Result(AnalyzerResult):
+    #: rank -> its collective fingerprint (seq, op_type, shape, dtypes, device)
+    table: dict[int, dict[str, Any]] = field(default_factory=dict)
+    pairs: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    differs: list[str] = field(default_factory=list)
+    likely_cause: str | None = None
+    #: the ranks whose fingerprint differs from the others'
+    deviants: list[int] = field(default_factory=list)
 
 _HEADER = re.compile(r"Rank (\d+) is running collective: (CollectiveFinger[Pp]rint\()", re.IGNORECASE)
 _FIELDS = ("seq", "op_type", "shape", "dtypes", "device")
 
 
-def run(ctx: AnalyzerContext) -> AnalyzerResult:
+def run(ctx: AnalyzerContext) -> Result:
     """Parse mismatch messages into a diff table and name the deviating ranks."""
     rows = grep(ctx.timeline, r"(?i)Detected mismatch between collectives", ["mismatch between collectives"]).sort(
         ["ts", "file", "line"], nulls_last=True
     )
     if rows.is_empty():
-        return AnalyzerResult(facts={"table": {}, "pairs": []})
+        return Result()
     table: dict[int, dict[str, Any]] = {}
     pairs: list[dict[str, Any]] = []
     seen_pairs: set[tuple[int, int]] = set()
@@ -55,7 +69,7 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
             pairs.append({"reporter": rank_a, "other": rank_b, "reporting_rank": row["rank"], "file": row["file"],
                           "line": row["line"], "ts": row["ts"]})
     if not table:
-        return AnalyzerResult(facts={"table": {}, "pairs": []})
+        return Result()
 
     differ = [f for f in _FIELDS if len({str(fp.get(f)) for fp in table.values()}) > 1]
     deviants = _deviants(table, pairs)
@@ -87,9 +101,10 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
         ),
         fields={"culprit_ranks": deviants, "differs": differ, "likely_cause": cause, "table": diff_rows},
     )
-    facts = {"table": table, "rows": diff_rows, "differs": differ, "likely_cause": cause, "deviants": deviants,
-             "pairs": pairs}
-    return AnalyzerResult(findings=[finding], facts=facts, data=facts)
+    return Result(
+        findings=(finding,), table=table, rows=diff_rows, differs=differ, likely_cause=cause, deviants=deviants,
+        pairs=pairs,
+    )
 
 
 def parse_mismatch(message: str) -> tuple[tuple[int, dict[str, Any]], tuple[int, dict[str, Any]]] | None:

@@ -14,7 +14,9 @@ took another path), or its host cannot reach the root (HCCL_SOCKET_IFNAME, firew
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from dataclasses import dataclass, field
 
 from postmortem.analyzers._common import evidence_rows, grep, make_finding, world_ranks
 from postmortem.analyzers.base import AnalyzerContext, AnalyzerResult
@@ -33,13 +35,26 @@ _AGENTS = re.compile(r"Failed to connect agent\s*\[([\d,\s]*)\]", re.IGNORECASE)
 _LIST_SIZE = re.compile(r"rank num\s*\[(\d+)\]\s*is different with rank list size\s*\[(\d+)\]", re.IGNORECASE)
 
 
-def run(ctx: AnalyzerContext) -> AnalyzerResult:
+NEEDS: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Result(AnalyzerResult):
+    expected: int | None = None
+    connected: int | None = None
+    missing_count: int | None = None
+    never_connected: list[int] = field(default_factory=list)
+    reporting_ranks: list[int] = field(default_factory=list)
+    world_size: int | None = None
+
+
+def run(ctx: AnalyzerContext) -> Result:
     """Compute the set (or count) of ranks that never connected."""
     rows = grep(ctx.timeline, _ROWS, ["ranktable", "connect", "rank list size"]).sort(
         ["ts", "file", "line"], nulls_last=True
     )
     if rows.is_empty():
-        return AnalyzerResult(facts={})
+        return Result()
     expected: int | None = None
     connected: int | None = None
     never: set[int] = set()
@@ -59,11 +74,10 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
         missing = max(missing or 0, len(never))
     reporters = sorted(int(r) for r in rows.get_column("rank").drop_nulls().unique())
     world = world_ranks(ctx.job, ctx.timeline)
-    facts = {
-        "expected": expected, "connected": connected, "missing_count": missing,
-        "never_connected": sorted(never), "reporting_ranks": reporters,
-        "world_size": expected or (len(world) if world else None),
-    }
+    result = Result(
+        expected=expected, connected=connected, missing_count=missing, never_connected=sorted(never),
+        reporting_ranks=reporters, world_size=expected or (len(world) if world else None),
+    )
     if never:
         title = f"HCCL ranktable detection failed: ranks {format_ranks(never)} never connected"
     elif missing:
@@ -92,6 +106,6 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
             "hosts can reach the root (HCCL_SOCKET_IFNAME on every node, firewall, the root's IP), and raise "
             "HCCL_CONNECT_TIMEOUT (>= 300 s for large clusters)."
         ),
-        fields={"culprit_ranks": sorted(never), **facts},
+        fields={"culprit_ranks": sorted(never), **result.facts()},
     )
-    return AnalyzerResult(findings=[finding], facts=facts, data=facts)
+    return dataclasses.replace(result, findings=(finding,))

@@ -1,4 +1,4 @@
-"""Cascade: pick the primary finding and mark what follows from it as secondary.
+"""The primary finding, and what follows from it (the cascade).
 
 ## What it means
 The primary finding is the earliest *cause* (a rule or analyzer finding whose role is
@@ -27,23 +27,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from postmortem.analyzers import clock_skew
 from postmortem.analyzers._common import (
     CASCADE_TEXT,
     SEVERE,
     event_time,
-    event_times,
-    rank_nodes,
     specificity,
 )
-from postmortem.analyzers.base import AnalyzerContext, AnalyzerResult
 from postmortem.model import SEVERITY_ORDER, Finding
-
-ID = "cascade"
-TITLE = "Primary failure and its consequences"
 
 #: Categories that are consequences when they follow another failure.
 CONSEQUENCES = {
@@ -54,21 +48,39 @@ CONSEQUENCES = {
 SAME_EVENT_S = 1.0
 
 
-def run(ctx: AnalyzerContext) -> AnalyzerResult:
-    """Choose the primary finding and assign every finding its role."""
-    findings = ctx.findings()
-    skew = ctx.result(clock_skew.ID).data
-    nodes = rank_nodes(ctx.timeline)
-    lines = event_times(ctx.timeline, ctx.cache)
-    times = {f.id: finding_time(f, skew, nodes, lines) for f in findings}
-    primary, tier = choose_primary(findings, times)
-    if ctx.result("job-status").facts.get("status") == "hung" and tier not in ("root", "root-warning"):
-        # a hang with no cause among the errors: lead with where the ranks are stuck
-        lead = _stall_lead(findings)
-        if lead is not None:
-            primary, tier = lead, "stall"
+@dataclass(frozen=True)
+class Cascade:
+    """The primary finding, how it was chosen, each finding's role, and the times they were ordered by."""
+
+    primary: Finding | None
+    #: root | root-warning | root-echo | symptom | symptom-warning | stall | None
+    tier: str | None
+    #: finding id -> (role, the id of the finding it follows from)
+    roles: dict[str, tuple[str, str | None]]
+    #: finding id -> its first time on the reference clock
+    times: dict[str, datetime | None]
+
+
+def cascade(
+    findings: list[Finding],
+    times: dict[str, datetime | None],
+    *,
+    hung: bool,
+    margin_s: float | None,
+    lead: Finding | None = None,
+) -> Cascade:
+    """Choose the primary finding (``lead`` when given) and give every finding its role."""
+    if lead is not None:
+        primary, tier = lead, "flight-recorder"
+    else:
+        primary, tier = choose_primary(findings, times)
+        if hung and tier not in ("root", "root-warning"):
+            # a hang with no cause among the errors: lead with where the ranks are stuck
+            stall = _stall_lead(findings)
+            if stall is not None:
+                primary, tier = stall, "stall"
     roles: dict[str, tuple[str, str | None]] = {}
-    margin = skew.get("margin_s") or 0.0
+    margin = margin_s or 0.0
     for f in findings:
         if primary is None:
             roles[f.id] = ("context", None)
@@ -78,17 +90,11 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
             roles[f.id] = ("secondary", primary.id)
         else:
             roles[f.id] = ("context", None)
-    facts: dict[str, Any] = {
-        "primary": primary.id if primary else None,
-        "tier": tier,
-        "secondary": sorted(i for i, (r, _) in roles.items() if r == "secondary"),
-        "context": sorted(i for i, (r, _) in roles.items() if r == "context"),
-    }
-    return AnalyzerResult(facts=facts, data={"primary": primary, "roles": roles, "times": times, "tier": tier})
+    return Cascade(primary=primary, tier=tier, roles=roles, times=times)
 
 
 def finding_time(
-    f: Finding, skew: dict[str, Any], nodes: dict[int, str], times: Mapping[tuple[str, int], datetime] | None = None
+    f: Finding, skew: clock_skew.Result, nodes: dict[int, str], times: Mapping[tuple[str, int], datetime] | None = None
 ) -> datetime | None:
     """The finding's first time on the reference node's clock.
 

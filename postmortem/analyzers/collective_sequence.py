@@ -23,12 +23,15 @@ Ranks with no log files at all cannot be told apart from stragglers.
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
 
+from postmortem.analyzers import exit_codes
 from postmortem.analyzers._common import (
     evidence_rows,
     first_by_rank,
@@ -39,10 +42,54 @@ from postmortem.analyzers._common import (
     world_ranks,
 )
 from postmortem.analyzers.base import AnalyzerContext, AnalyzerResult
+from postmortem.model import Finding
 from postmortem.ranges import plural_ranks
 
 ID = "collective-sequence"
 TITLE = "Collective sequence across ranks"
+NEEDS: tuple[str, ...] = (exit_codes.ID,)
+
+
+@dataclass(frozen=True)
+class Collective:
+    """The collective most ranks timed out in, and where every rank stood against it."""
+
+    seq: int
+    op_type: str | None = None
+    numel: int | None = None
+    timeout_ms: int | None = None
+    start_ts: datetime | None = None
+    first_timeout_ts: datetime | None = None
+    pgs: list[str] = field(default_factory=list)
+    ranks_inside: list[int] = field(default_factory=list)
+    ranks_not_entered: list[int] = field(default_factory=list)
+    ranks_without_watchdog_line: list[int] = field(default_factory=list)
+    ranks_no_logs: list[int] = field(default_factory=list)
+    laggards: list[int] = field(default_factory=list)
+    stragglers: list[int] = field(default_factory=list)
+    timed_out: list[int] = field(default_factory=list)
+    #: "status": a rank's own watchdog status says it never entered; "absence": it printed no watchdog line
+    straggler_evidence: str | None = None
+    #: stragglers that finished their loop and left while the others waited
+    left_early: list[int] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return f"{self.op_type} SeqNum={self.seq}" if self.op_type else f"SeqNum={self.seq}"
+
+
+@dataclass(frozen=True)
+class Result(AnalyzerResult):
+    #: per-rank watchdog state: the collective it timed out in, its start, last enqueued/completed work
+    ranks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    first_signal: dict[str, Any] | None = None
+    collectives: list[Collective] = field(default_factory=list)
+    #: straggler | fabric | incomplete | unclear, or None without watchdog lines
+    diagnosis: str | None = None
+
+    @property
+    def main(self) -> Collective | None:
+        return self.collectives[0] if self.collectives else None
 
 _FIRST_SIGNAL = (
     r"First PG on this rank to signal dumping|"
@@ -51,7 +98,7 @@ _FIRST_SIGNAL = (
 _OBSERVED_SIGNAL = r"Observed flight recorder dump signal from another rank|Received a dump signal due to a collective timeout from\s+rank (\d+)"
 
 
-def run(ctx: AnalyzerContext) -> AnalyzerResult:
+def run(ctx: AnalyzerContext) -> Result:
     """Build per-rank collective state and decide straggler / inside / fabric."""
     tl = ctx.timeline
     timeouts = (
@@ -66,17 +113,16 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
         ["ts", "file", "line"], nulls_last=True
     )
     if timeouts.is_empty() and status.is_empty():
-        return AnalyzerResult(facts={"collectives": [], "ranks": {}, "diagnosis": None})
+        return Result()
 
     per_rank = _per_rank(timeouts, status)
     main = _main_collective(timeouts)
     world = world_ranks(ctx.job, tl)
     seen = set(observed_ranks(tl))
     first_signal = _first_signal(signals)
-    facts: dict[str, Any] = {"ranks": per_rank, "first_signal": first_signal, "collectives": [], "diagnosis": None}
-    findings = []
+    findings: list[Finding] = []
     if main is None:
-        return AnalyzerResult(facts=facts, data=facts)
+        return Result(ranks=per_rank, first_signal=first_signal)
 
     seq, op = main
     main_rows = timeouts.filter((pl.col("seq") == seq) & (pl.col("op_type").eq_missing(op)))
@@ -108,17 +154,16 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
     timeout_ms = first["timeout_ms"]
     starts = [e["start_ts"] for r, e in per_rank.items() if e.get("seq") == seq and e.get("start_ts") is not None]
     start_ts = min(starts) if starts else None
-    collective = {
-        "seq": seq, "op_type": op, "numel": numel, "timeout_ms": timeout_ms, "start_ts": start_ts,
-        "first_timeout_ts": first["ts"], "pgs": sorted({str(p) for p in main_rows["pg"].drop_nulls()}),
-        "ranks_inside": inside, "ranks_not_entered": not_entered, "ranks_without_watchdog_line": silent,
-        "ranks_no_logs": no_logs, "laggards": laggards, "stragglers": stragglers,
-        "timed_out": sorted(int(r) for r in main_rows["rank"].unique()),
-        "straggler_evidence": "status" if not_entered else ("absence" if silent else None),
-    }
-    facts.update(collectives=[collective], diagnosis=diagnosis, main=collective)
-    what = f"{op} SeqNum={seq}" if op else f"SeqNum={seq}"
-    timed_out = collective["timed_out"]
+    collective = Collective(
+        seq=seq, op_type=op, numel=numel, timeout_ms=timeout_ms, start_ts=start_ts,
+        first_timeout_ts=first["ts"], pgs=sorted({str(p) for p in main_rows["pg"].drop_nulls()}),
+        ranks_inside=inside, ranks_not_entered=not_entered, ranks_without_watchdog_line=silent,
+        ranks_no_logs=no_logs, laggards=laggards, stragglers=stragglers,
+        timed_out=sorted(int(r) for r in main_rows["rank"].unique()),
+        straggler_evidence="status" if not_entered else ("absence" if silent else None),
+    )
+    what = collective.text
+    timed_out = collective.timed_out
     findings.append(
         make_finding(
             ID,
@@ -138,11 +183,12 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
                 + ". A timeout says a rank waited, not why: the rank(s) it waited for are the lead."
             ),
             fix="Find the ranks that never entered this collective (stragglers) and what they did instead.",
-            fields={k: collective[k] for k in ("seq", "op_type", "numel", "timeout_ms", "start_ts")},
+            fields={"seq": seq, "op_type": op, "numel": numel, "timeout_ms": timeout_ms, "start_ts": start_ts},
         )
     )
     if stragglers:
-        findings.append(_straggler_finding(ctx, collective, per_rank, tl))
+        straggler, collective = _straggler_finding(ctx, collective, per_rank, tl)
+        findings.append(straggler)
     elif diagnosis == "fabric":
         findings.append(
             make_finding(
@@ -163,7 +209,10 @@ def run(ctx: AnalyzerContext) -> AnalyzerResult:
                 fields={"seq": seq, "op_type": op},
             )
         )
-    return AnalyzerResult(findings=findings, facts=facts, data=facts)
+    return Result(
+        findings=tuple(findings), ranks=per_rank, first_signal=first_signal, collectives=[collective],
+        diagnosis=diagnosis,
+    )
 
 
 def _per_rank(timeouts: pl.DataFrame, status: pl.DataFrame) -> dict[int, dict[str, Any]]:
@@ -241,12 +290,15 @@ def _first_signal(signals: pl.DataFrame) -> dict[str, Any] | None:
     return None
 
 
-def _straggler_finding(ctx: AnalyzerContext, col: dict[str, Any], per_rank: dict[int, dict[str, Any]], tl: pl.DataFrame):
-    stragglers = col["stragglers"]
-    what = f"{col['op_type']} SeqNum={col['seq']}" if col["op_type"] else f"SeqNum={col['seq']}"
+def _straggler_finding(
+    ctx: AnalyzerContext, col: Collective, per_rank: dict[int, dict[str, Any]], tl: pl.DataFrame
+) -> tuple[Finding, Collective]:
+    """The finding naming the ranks that never entered ``col``, and ``col`` with its ranks that left early."""
+    stragglers = col.stragglers
+    what = col.text
     own = rank_errors(ctx.findings(), tl, stragglers)
-    exits = ctx.result("exit-codes").data.get("ranks", {})
-    died = {r for r in stragglers if (exits.get(r) or {}).get("exit_code") not in (None, 0, -15)}
+    exits = ctx.get(exit_codes.Result).ranks
+    died = {r for r in stragglers if r in exits and exits[r].exit_code not in (None, 0, -15)}
     explained = sorted(own | died)
     # evidence: the status lines of ranks that never entered, else each silent rank's last line
     ev = tl.filter(pl.col("rank").is_in(stragglers))
@@ -264,11 +316,10 @@ def _straggler_finding(ctx: AnalyzerContext, col: dict[str, Any], per_rank: dict
             detail.append(f"rank {r}: last enqueued {e['last_enqueued']}, last completed {e['last_completed']}")
         else:
             detail.append(f"rank {r}: no watchdog line")
-    waiting = [r for r in col["ranks_inside"] if r not in stragglers]
+    waiting = [r for r in col.ranks_inside if r not in stragglers]
     # a rank whose watchdog printed its status was alive; only silent ranks can have left
-    left = _left_early(stragglers, exits, last_rows) if col["straggler_evidence"] == "absence" else []
+    left = _left_early(stragglers, exits, last_rows) if col.straggler_evidence == "absence" else []
     if left and left == stragglers and not explained:
-        col["left_early"] = left
         return make_finding(
             ID,
             suffix="left-early",
@@ -288,8 +339,8 @@ def _straggler_finding(ctx: AnalyzerContext, col: dict[str, Any], per_rank: dict
             ),
             fix="Decide when to stop on all ranks together: a fixed iteration count, or all_reduce the stop flag "
             "every iteration before leaving the loop.",
-            fields={"seq": col["seq"], "op_type": col["op_type"], "culprit_ranks": left, "left_early": left},
-        )
+            fields={"seq": col.seq, "op_type": col.op_type, "culprit_ranks": left, "left_early": left},
+        ), dataclasses.replace(col, left_early=left)
     return make_finding(
         ID,
         suffix="straggler",
@@ -300,7 +351,7 @@ def _straggler_finding(ctx: AnalyzerContext, col: dict[str, Any], per_rank: dict
         rule_role="context" if explained else "root",
         ranks=stragglers,
         evidence=evidence,
-        first_ts=col["start_ts"] or col["first_timeout_ts"],
+        first_ts=col.start_ts or col.first_timeout_ts,
         explanation=(
             "These ranks had no pending work in the collective the others timed out in ("
             + "; ".join(detail)
@@ -311,10 +362,10 @@ def _straggler_finding(ctx: AnalyzerContext, col: dict[str, Any], per_rank: dict
         fix="Look at what the straggler ranks printed last and at their stacks (py-spy dump); "
         "for data-dependent stalls check uneven data shards and dataloader workers.",
         fields={
-            "seq": col["seq"], "op_type": col["op_type"], "culprit_ranks": stragglers, "own_failure": explained,
-            "inferred": col["straggler_evidence"] != "status",
+            "seq": col.seq, "op_type": col.op_type, "culprit_ranks": stragglers, "own_failure": explained,
+            "inferred": col.straggler_evidence != "status",
         },
-    )
+    ), col
 
 
 
@@ -325,10 +376,10 @@ _LEFT = re.compile(
 )
 
 
-def _left_early(stragglers: list[int], exits: dict[int, dict[str, Any]], last_rows: pl.DataFrame) -> list[int]:
+def _left_early(stragglers: list[int], exits: dict[int, exit_codes.RankExit], last_rows: pl.DataFrame) -> list[int]:
     """Stragglers that exited on purpose: exit code 0, or a last line saying they are leaving."""
     last = {int(r): m or "" for r, m in zip(last_rows["rank"], last_rows["message"], strict=True) if r is not None}
     return sorted(
         r for r in stragglers
-        if (exits.get(r) or {}).get("exit_code") == 0 or (_LEFT.search(last.get(r, "")) and r not in exits)
+        if (r in exits and exits[r].exit_code == 0) or (_LEFT.search(last.get(r, "")) and r not in exits)
     )

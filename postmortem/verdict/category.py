@@ -1,0 +1,73 @@
+"""The verdict's category: what kind of failure this was.
+
+It is the primary finding's category, with three readings of the job as a whole: a job that
+completed is ``healthy`` unless it completed broken (NaN weights, a straggler's pace); a hang
+whose py-spy stacks split is a ``straggler`` (or a ``data_exhaustion_desync`` when the odd ranks
+wait in a collective the others never entered); a generic failure after training finished is
+a ``teardown_failure``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from postmortem.model import CATEGORIES, Finding, StackGroup
+
+#: Generic categories that become ``teardown_failure`` when they happen after training finished.
+TEARDOWN_GENERIC = {
+    "rank_exception", "unknown_failure", "collective_timeout", "accelerator_error", "network_failure", "native_crash",
+}
+#: Categories a job can have and still complete every step (NaN weights, a rank that set a slow pace).
+COMPLETED_BUT_BROKEN = {"numerical_instability", "straggler"}
+#: What a py-spy frame in a collective wait is called (stack-groups' ``waits_in``).
+COLLECTIVE_WAITS = {"barrier", "all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "collective"}
+
+
+def category_of(
+    status: str,
+    primary: Finding | None,
+    groups: list[StackGroup],
+    *,
+    primary_ts: datetime | None = None,
+    training_finished_ts: datetime | None = None,
+) -> str:
+    """The category for a job of ``status`` whose primary finding is ``primary``."""
+    category = _base_category(status, primary, groups)
+    if (
+        category in TEARDOWN_GENERIC
+        and training_finished_ts is not None
+        and primary_ts is not None
+        and primary_ts > training_finished_ts
+    ):
+        return "teardown_failure"  # training had finished: a generic failure after that is a teardown failure
+    return category
+
+
+def _base_category(status: str, primary: Finding | None, groups: list[StackGroup]) -> str:
+    if status == "completed":
+        # a run that finished with NaN weights still failed its purpose
+        if primary is not None and primary.category in COMPLETED_BUT_BROKEN:
+            return primary.category
+        return "healthy"
+    if primary is None:
+        if status == "hung":
+            return "straggler" if any(g.minority for g in groups) else "hang_unknown"
+        return "unknown_failure"
+    category = primary.category if primary.category in CATEGORIES else "unknown_failure"
+    if category == "hang_unknown" and any(g.minority for g in groups):
+        return "straggler"
+    if primary.rule == "stack-groups" and extra_collective(groups):
+        return "data_exhaustion_desync"
+    if category == "healthy":  # a rule cannot make a failed or hung job healthy
+        return "hang_unknown" if status == "hung" else "unknown_failure"
+    return category
+
+
+def extra_collective(groups: list[StackGroup]) -> bool:
+    """The minority waits in a collective the majority is not in: the ranks disagree on how many
+    collectives to run (one rank ran out of data, or has one more eval batch), not a slow rank."""
+    minority = [g for g in groups if g.minority]
+    majority = [g for g in groups if not g.minority]
+    return bool(minority and majority) and all(
+        g.waits_in in COLLECTIVE_WAITS and all(g.frames[:1] != m.frames[:1] for m in majority) for g in minority
+    )
