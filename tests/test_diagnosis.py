@@ -17,9 +17,9 @@ import pytest
 
 import postmortem
 from postmortem.config import extract_config
-from postmortem.verdict import diagnose
 from postmortem.model import CATEGORIES, Evidence, Finding, JobInfo, Report
 from postmortem.schema import conform
+from postmortem.verdict import diagnose
 
 SCHEMA = json.loads((Path(postmortem.__file__).parent / "report.schema.json").read_text(encoding="utf-8"))
 T0 = datetime(2026, 5, 22, 12, 0, 0)

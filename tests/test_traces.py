@@ -23,6 +23,7 @@ import pytest
 import postmortem
 from postmortem.analyzers import flight_recorder
 from postmortem.analyzers.base import AnalyzerContext
+from postmortem.analyzers.flight_recorder import match_traces, stack_frame_membership, trace_findings
 from postmortem.api import analyze
 from postmortem.discover import discover
 from postmortem.model import JobInfo
@@ -36,7 +37,6 @@ from postmortem.parsers.flight_recorder import (
 from postmortem.parsers.structured import parse_pyspy_json
 from postmortem.render.html import html_text
 from postmortem.timeline import build_timeline
-from postmortem.analyzers.flight_recorder import match_traces, stack_frame_membership, trace_findings
 
 REPO = Path(__file__).resolve().parent.parent
 FR = REPO / "tests" / "data" / "fr"
