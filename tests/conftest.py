@@ -11,9 +11,13 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_logs"
 
 
+#: The sample corpus' parts with a full ground truth (the wild corpus has its own test, tests/test_wild.py).
+CORPUS_PARTS = ("real", "reconstructed")
+
+
 def corpus_scenarios() -> list[Path]:
     """Every scenario directory of the sample corpus (those with an expected.json)."""
-    return sorted(p.parent for p in SAMPLES.glob("*/*/expected.json"))
+    return sorted(p.parent for part in CORPUS_PARTS for p in (SAMPLES / part).glob("*/expected.json"))
 
 
 def load_expected(scenario: Path) -> dict:

@@ -136,8 +136,8 @@ def test_rank_exception_is_the_cause_and_timeouts_are_secondary() -> None:
     assert v.confidence == "high"
     timeouts = finding(report, "collective-sequence:timeouts")
     assert timeouts.role == "secondary"
-    assert timeouts.caused_by == "first-failure:KeyError"
-    assert report.findings[0].id == "first-failure:KeyError"
+    assert timeouts.caused_by == "unexplained-errors:KeyError"
+    assert report.findings[0].id == "unexplained-errors:KeyError"
     assert report.findings[0].role == "primary"
     states = {r.rank: r.state for r in report.ranks}
     assert states[5] == "failed"
@@ -157,7 +157,7 @@ def test_rule_finding_for_the_exception_wins_over_the_fallback() -> None:
     assert report.verdict.category == "rank_exception"
     assert report.findings[0].id == "pytorch-rank-python-exception"
     # the rule explained the traceback, so no generic exception finding duplicates it
-    assert not [f for f in report.findings if f.id.startswith("first-failure:KeyError")]
+    assert not [f for f in report.findings if f.id.startswith("unexplained-errors:KeyError")]
     assert report.verdict.summary.startswith("Rank 5 (node-1) raised KeyError at step 7 at 12:01:01;")
 
 
@@ -395,13 +395,27 @@ def test_sigkill_root_cause_with_sigterm_cascade() -> None:
 def test_hang_without_cause() -> None:
     rows = Rows()
     progress(rows, range(2), range(1, 51), max_steps=100)
+    # the processes are alive (they still print) but no step follows for half an hour
+    rows.add(rank_file(0), "[I] NCCL heartbeat ok", rank=0, node="node-0", ts=T0 + timedelta(seconds=500 + 1800))
     report = run(rows, world_size=2)
     v = report.verdict
     assert (v.status, v.category, v.confidence) == ("hung", "hang_unknown", "low")
     assert v.first_failure is None
     assert v.summary == (
-        "The job stopped making progress after step 50 at 12:08:20 with no error and no exit; "
-        "no cause was found in the logs."
+        "The job stopped making progress after step 50 at 12:08:20 with no error and no exit "
+        "(1800 s of silence before the logs end); no cause was found in the logs."
+    )
+
+
+def test_steady_progress_that_simply_ends_is_healthy_not_a_failure() -> None:
+    # a job still running, or the part of its log a user pasted: no error, no exit, no silence
+    rows = Rows()
+    progress(rows, range(2), range(1, 51), max_steps=100)
+    v = run(rows, world_size=2).verdict
+    assert (v.status, v.category, v.culprit_ranks, v.first_failure) == ("unknown", "healthy", [], None)
+    assert v.summary == (
+        "Training ran on 2 ranks to step 50 of 100 with no error, no failed exit and no stall; no completion "
+        "line seen, so the logs may end while the job was still running."
     )
 
 

@@ -25,6 +25,7 @@ from postmortem.analyzers import (
     job_status,
     progress,
     stack_groups,
+    unexplained_errors,
 )
 from postmortem.analyzers.base import AnalyzerContext, AnalyzerResult, claim_ids
 
@@ -38,6 +39,7 @@ _MODULES: tuple[ModuleType, ...] = (
     hccl_ranktable,
     end_of_data,
     flight_recorder,
+    unexplained_errors,
     first_failure,
     job_status,
 )

@@ -99,6 +99,7 @@ def run(ctx: AnalyzerContext) -> Result:
     reached = max_steps is not None and last_step is not None and last_step >= max_steps
     stopped_short = max_steps is not None and last_step is not None and last_step < max_steps
     desync = ctx.get(end_of_data.Result).desync
+    frozen = _frozen_bar(tl) if stopped_short else None
     # py-spy dumps are taken of live, stuck processes: with no real cause among the errors (only
     # timeouts and echoes that ended the stall), the job hung, whatever killed it afterwards
     real_causes = [
@@ -120,11 +121,16 @@ def run(ctx: AnalyzerContext) -> Result:
             "a completion line was printed" if not completion.is_empty()
             else "every known exit code is 0" if codes else f"the last step reached max_steps {max_steps}"
         )
-    elif groups or stopped_short or desync or (silence is not None and silence > threshold):
+    elif groups or desync or frozen or (silence is not None and silence > threshold):
+        # a log that ends short of max_steps is not a hang by itself: a running job, or the part a
+        # user pasted, ends there too; only silence after the last step, stacks, a desync or a
+        # new progress bar that never left 0 say so
         status = "hung"
         bits = []
         if stopped_short:
             bits.append(f"progress stopped at step {last_step} of {max_steps}")
+        if frozen:
+            bits.append(f"a progress bar started after the last step and never moved ('{frozen}')")
         if silence is not None and silence > threshold:
             bits.append(f"{silence:.0f} s of silence after the last step (cadence {cadence or 0:.1f} s/step)")
         if groups:
@@ -181,6 +187,30 @@ def run(ctx: AnalyzerContext) -> Result:
         completion_lines=completion.height, bad_exits=bad_exits, training_finished_ts=finished_ts,
         stalled_with_stacks=stalled,
     )
+
+
+#: A tqdm bar drawn at zero: ``Val:   0%|          | 0/35 [00:00<?, ?it/s]``.
+_BAR_AT_ZERO = r"(?:^|[\r\s])(?P<bar>[A-Za-z][\w .-]{0,30}:\s+0%\|[^|]{0,60}\|\s*0/\d+)"
+
+
+def _frozen_bar(tl: pl.DataFrame) -> str | None:
+    """A progress bar at 0 that a file printed after its last training step, with no step after it: a
+    phase (an evaluation, a save) that began and never advanced — where a hung job stops."""
+    last = (
+        tl.lazy()
+        .filter(pl.col("step").is_not_null())
+        .group_by("file")
+        .agg(pl.col("line").max().alias("_last"))
+    )
+    bars = (
+        tl.lazy()
+        .filter(pl.col("message").str.contains(_BAR_AT_ZERO))
+        .join(last, on="file", how="inner")
+        .filter(pl.col("line") > pl.col("_last"))
+        .select(pl.col("message").str.extract(_BAR_AT_ZERO, 1))
+        .collect()
+    )
+    return bars.item(0, 0).strip() if bars.height else None
 
 
 def _error_lines(tl: pl.DataFrame, keys: set[tuple[str, int]]) -> set[tuple[str, int]]:

@@ -30,6 +30,7 @@ from postmortem.analyzers import (
     first_failure,
     flight_recorder,
     job_status,
+    progress,
     run_all,
     stack_groups,
 )
@@ -98,12 +99,16 @@ def decide(ctx: AnalyzerContext, tool_version: str) -> Report:
     # 1-3: what the logs say
     status = status_facts.status
     chain = cascade(log_findings, times, hung=status == "hung", margin_s=skew.uncertainty_s)
-    category = _category(status, chain.primary, groups, chain.times, status_facts.training_finished_ts)
+    category = category_of(
+        status, chain.primary, groups, primary_ts=chain.times.get(chain.primary.id) if chain.primary else None,
+        training_finished_ts=status_facts.training_finished_ts,
+        last_progress_ts=ctx.get(progress.Result).last_progress_ts, empty=ctx.timeline.filter(pl.col("message").is_not_null()).is_empty(),
+    )
     culprits = culprits_of(ctx, category, chain.primary, groups)
     roles = dict(chain.roles)
 
     # 4: what the dumps say, against it
-    agreement = agreement_of(culprits, category, fr)
+    agreement = agreement_of(culprits, category, status, fr)
     primary, tier = chain.primary, chain.tier
     extra: list[Finding] = []
     if agreement.adopted:
@@ -179,17 +184,6 @@ def decide(ctx: AnalyzerContext, tool_version: str) -> Report:
         stack_groups=groups,
         facts=facts,
     )
-
-
-def _category(
-    status: str,
-    primary: Finding | None,
-    groups: list,
-    times: dict[str, datetime | None],
-    finished: datetime | None,
-) -> str:
-    when = times.get(primary.id) if primary is not None else None
-    return category_of(status, primary, groups, primary_ts=when, training_finished_ts=finished)
 
 
 def _ambiguity_applies(order: first_failure.Result, first: FirstFailure) -> bool:

@@ -14,7 +14,8 @@ from postmortem.analyzers import flight_recorder
 from postmortem.model import Finding
 from postmortem.ranges import format_ranks, plural_ranks
 
-#: Verdict categories whose culprit list the dumps may fill when the logs name nobody.
+#: Verdict categories whose culprit list the dumps may fill when the logs name nobody (and
+#: ``healthy`` when it only means that the logs end with no error).
 OPEN_CATEGORIES = {"hang_unknown", "unknown_failure", "collective_timeout", "straggler"}
 
 
@@ -38,7 +39,7 @@ class Agreement:
         return self.status in ("disagree", "partial")
 
 
-def agreement_of(log_culprits: list[int], category: str, fr: flight_recorder.Result) -> Agreement:
+def agreement_of(log_culprits: list[int], category: str, job_status: str, fr: flight_recorder.Result) -> Agreement:
     """How the culprits the logs name compare with the ones the dumps name."""
     verdict = fr.verdict
     logs = sorted(log_culprits)
@@ -51,7 +52,8 @@ def agreement_of(log_culprits: list[int], category: str, fr: flight_recorder.Res
         else:
             status = "disagree"
     elif dumps:
-        status = "fr_only" if verdict.get("culprits") and category in OPEN_CATEGORIES else "dumps_only"
+        open_verdict = category in OPEN_CATEGORIES or (category == "healthy" and job_status == "unknown")
+        status = "fr_only" if verdict.get("culprits") and open_verdict else "dumps_only"
     elif logs:
         status = "logs_only"
     else:
@@ -71,7 +73,9 @@ def agreement_of(log_culprits: list[int], category: str, fr: flight_recorder.Res
 def adopted_category(category: str, fr: flight_recorder.Result) -> str:
     """The verdict's category once the dumps' culprits are adopted."""
     basis = fr.verdict.get("basis")
-    if category in ("hang_unknown", "unknown_failure") or (category == "collective_timeout" and basis == "mismatch"):
+    if category in ("hang_unknown", "unknown_failure", "healthy") or (
+        category == "collective_timeout" and basis == "mismatch"
+    ):
         return "collective_mismatch" if basis == "mismatch" and fr.verdict.get("kind") != "state" else "straggler"
     return category
 

@@ -1,7 +1,8 @@
 """The verdict's category: what kind of failure this was.
 
 It is the primary finding's category, with three readings of the job as a whole: a job that
-completed is ``healthy`` unless it completed broken (NaN weights, a straggler's pace); a hang
+completed — or whose logs simply end with no error, no bad exit and no stall — is ``healthy``
+unless it ran broken (NaN weights, a straggler's pace); a hang
 whose py-spy stacks split is a ``straggler`` (or a ``data_exhaustion_desync`` when the odd ranks
 wait in a collective the others never entered); a generic failure after training finished is
 a ``teardown_failure``.
@@ -30,8 +31,20 @@ def category_of(
     *,
     primary_ts: datetime | None = None,
     training_finished_ts: datetime | None = None,
+    last_progress_ts: datetime | None = None,
+    empty: bool = False,
 ) -> str:
-    """The category for a job of ``status`` whose primary finding is ``primary``."""
+    """The category for a job of ``status`` whose primary finding is ``primary``; ``empty``: the logs
+    held no line at all (nothing ran that we can see, so nothing is healthy either)."""
+    if empty:
+        return "unknown_failure"
+    # a job whose status is unknown (no error line, no bad exit, no stall) and that trained on after
+    # what the primary finding reports survived it: a warning, not its failure
+    survived = primary is None or (
+        primary_ts is not None and last_progress_ts is not None and primary_ts < last_progress_ts
+    )
+    if status == "unknown" and not survived:
+        status = "failed"  # the logs end on the primary's lines: read them as the failure they report
     category = _base_category(status, primary, groups)
     if (
         category in TEARDOWN_GENERIC
@@ -44,10 +57,12 @@ def category_of(
 
 
 def _base_category(status: str, primary: Finding | None, groups: list[StackGroup]) -> str:
-    if status == "completed":
+    if status in ("completed", "unknown"):
         # a run that finished with NaN weights still failed its purpose
         if primary is not None and primary.category in COMPLETED_BUT_BROKEN:
             return primary.category
+        # "unknown": no error, no bad exit, no stall — the log ends while the job runs (a job still
+        # running, or the part a user pasted): nothing failed, so no failure category
         return "healthy"
     if primary is None:
         if status == "hung":

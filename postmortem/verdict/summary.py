@@ -56,6 +56,10 @@ def summary_of(
         steps = prog.last_step
         of = f" of {prog.max_steps}" if prog.max_steps else ""
         where = f" on {len(world)} rank{'s' if len(world) != 1 else ''}" if world else ""
+        if status != "completed":
+            ran = f"Training ran{where} to step {steps}{of}" if steps is not None else f"The job ran{where}"
+            return (ran + " with no error, no failed exit and no stall; no completion line seen, so the logs may "
+                    "end while the job was still running.")
         return (f"The job completed{where}" + (f", reaching step {steps}{of}" if steps is not None else "")
                 + " with no failure.")
     if category == "hang_unknown":
@@ -217,7 +221,7 @@ def _detail(primary: Finding | None, width: int = 100) -> str:
     if primary is None:
         return "no details"
     text = primary.message if primary.message and primary.message != primary.title else ""
-    if not text and primary.rule == "first-failure" and primary.evidence:
+    if not text and primary.rule == "unexplained-errors" and primary.evidence:
         text = HEADERS.sub("", primary.evidence[0].text).strip()
     text = text or _lower_first(primary.title)
     return text if len(text) <= width else text[: width - 1].rstrip() + "…"
