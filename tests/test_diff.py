@@ -74,6 +74,23 @@ def pair(tmp_path: Path) -> tuple[Path, Path]:
         )
     )
     (a / "h20-node-18" / "console.log").write_text(lines(*start_lines(4, 2)))
+    # what a user collects from a hung job: py-spy dumps of the live processes (the real job's form,
+    # sample_logs/real/seed004_two_nodes_hang): rank 0 in step 11's backward, rank 2 still in evaluate()
+    for host, rank, frames in (
+        ("h20-node-17", 0, ["_engine_run_backward (torch/autograd/graph.py:979)", "train (swift_pt.py:361)"]),
+        ("h20-node-18", 2, ["all_gather (torch/distributed/distributed_c10d.py:3434)", "evaluate (swift_pt.py:290)"]),
+    ):
+        (a / host / "pyspy").mkdir()
+        (a / host / "pyspy" / f"rank{rank}.txt").write_text(
+            lines(
+                f"Process {12308 + rank}: /opt/conda/bin/python3 -u ./swift_pt.py",
+                "Python v3.11.7 (/opt/conda/bin/python3.11)",
+                "",
+                f'Thread {12308 + rank} (idle): "MainThread"',
+                *(f"    {f}" for f in frames),
+                "    main (swift_pt.py:447)",
+            )
+        )
     b = tmp_path / "one_node"
     b.mkdir()
     (b / "cmd.sh").write_text(

@@ -36,7 +36,7 @@ from postmortem.scan.cli import scan_command
 from postmortem.scan.discover_jobs import JobDir, Unlistable, find_jobs
 from postmortem.scan.fingerprint import mask
 from postmortem.scan.outputs import FINDING_SCHEMA, RUN_SCHEMA, report_rows
-from tests.conftest import corpus_scenarios
+from tests.conftest import SAMPLES, corpus_scenarios
 
 REPO = Path(__file__).resolve().parent.parent
 GIANT_LINE = b"2026-03-01 08:00:10,000 - INFO - data worker 3 fetched shard 17 of the corpus\n"
@@ -169,12 +169,11 @@ def test_discovery_finds_each_job_once_and_never_descends_into_one(tmp_path: Pat
 
 
 def test_discovery_finds_every_corpus_job() -> None:
-    scenarios = corpus_scenarios()
-    if not scenarios:
-        pytest.skip("sample corpus not generated yet")
-    samples = scenarios[0].parent.parent
-    found = find_jobs([samples])
-    assert names(found) == sorted(f"{s.parent.name}/{s.name}/job" for s in scenarios)
+    """Every bundled case (sample corpus and wild corpus alike) is one job, and nothing else is."""
+    cases = sorted(p.parent for p in SAMPLES.glob("*/*/expected.json"))
+    assert len(cases) > len(corpus_scenarios()) > 20
+    found = find_jobs([SAMPLES])
+    assert names(found) == sorted(f"{s.parent.name}/{s.name}/job" for s in cases)
 
 
 def test_a_root_that_is_a_job_is_one_job(tmp_path: Path) -> None:

@@ -54,7 +54,7 @@ _JOB_PART_DIR = re.compile(
     r"""(?ix)^(?:
         attempt_\d+
       | (?:local_)?rank[_-]?\d+
-      | (?:node|host|worker|master|launcher)(?:[-_.]?[a-z]{0,3}\d+|[-_.][a-z])?   # node-a, node12, worker-3
+      | (?:node|host|worker|master|launcher|pod)(?:[-_.]?[a-z]{0,3}\d+|[-_.][a-z])?   # node-a, node12, worker-3, pod-a
       | [\w.-]*[-_.](?:node|host)(?:[-_.]?\d+|[-_.][a-z])              # h20-node-17, gpu.host3, x-node-b
       | [\w.-]+-(?:master|worker|launcher)-\d+(?:[._-][\w.-]*)?       # k8s pod names
       | \d{1,3}(?:\.\d{1,3}){3}(?::\d+)?                              # node folders named by IP
