@@ -191,16 +191,17 @@ def test_ascend_ei_block_is_one_record_with_code():
 
 
 def test_cann_code_at_the_start_of_a_line_is_an_error_line():
-    # (vllm-project/vllm-ascend#3413) the code is the line's first word: no literal hint before it
+    # the code is the line's first word: no literal hint before it (torch_npu's ERR00100 line and
+    # CANN's EI0002 text, as the error-code reference words them)
     text = (
-        "[ERROR] 2025-10-11-15:09:34 (PID:2969, Device:0, RankID:101) ERR00100 PTA call acl api failed.\n"
-        "EI0002: [PID: 2969] 2025-10-11-15:09:34.713.335 The wait execution of the Notify register times out. "
-        "Reason: The Notify register has not received the Notify record from remote rank: [24].\n"
+        "[ERROR] 2026-11-02-07:41:10 (PID:48113, Device:3, RankID:101) ERR00100 PTA call acl api failed.\n"
+        "EI0002: [PID: 48113] 2026-11-02-07:41:10.204.517 The wait execution of the Notify register times out. "
+        "Reason: The Notify register has not received the Notify record from remote rank: [7].\n"
         "EK0001: some other component's code\n"
     )
     tl = timeline_from_text(text, file="rank101.log")
     ei = row(tl, 2)
-    assert (ei["kind"], ei["error_code"], ei["pid"]) == ("error", "EI0002", 2969)
+    assert (ei["kind"], ei["error_code"], ei["pid"]) == ("error", "EI0002", 48113)
     assert ei["record"] is not None and ei["record"] != row(tl, 3)["record"]
     assert (row(tl, 3)["kind"], row(tl, 3)["error_code"]) == ("error", "EK0001")
 
