@@ -450,6 +450,7 @@ def _finding(rule: ConfigRule, facts: Facts, held: list[Outcome]) -> tuple[Findi
         fix=rule.fix,
         references=list(rule.references),
         rule_role=rule.role,
+        rule_status=rule.status,
         message=message,
         fields=fields,
         nodes=nodes,

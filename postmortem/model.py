@@ -83,6 +83,8 @@ class Finding:
     caused_by: str | None = None
     #: rule role from the rule file: root (a cause) | symptom (an echo) | context
     rule_role: str = "context"
+    #: the rule's status: stable, or experimental (examples written here only: it never leads alone)
+    rule_status: str = "stable"
     message: str = ""  # rendered one-line message with extracted fields
     fields: dict[str, Any] = field(default_factory=dict)  # extracted named groups and analyzer facts
     nodes: list[str] = field(default_factory=list)
@@ -116,6 +118,7 @@ class Finding:
             "references": list(self.references),
             "role": self.role,
             "caused_by": self.caused_by,
+            "rule_status": self.rule_status,
             "fields": jsonable(self.fields),
         }
 

@@ -841,6 +841,7 @@ def _finding(
         fix=rule.fix,
         references=list(rule.references),
         rule_role=rule.role,
+        rule_status=rule.status,
         message=message,
         fields=fields,
         nodes=nodes,

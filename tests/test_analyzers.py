@@ -565,6 +565,25 @@ def test_cascade_echo_only_root_does_not_beat_a_later_real_cause() -> None:
     assert (res.primary.id, res.tier) == ("sigkill", "root")
 
 
+def test_cascade_experimental_rule_leads_only_beside_a_stable_finding_of_its_category() -> None:
+    t = T0 + timedelta(seconds=5)
+
+    def found(fid: str, category: str, status: str, line: int) -> Finding:
+        return Finding(id=fid, rule=fid, category=category, severity="error", title=fid, ranks=[1], first_ts=t,
+                       rule_role="root", rule_status=status,
+                       evidence=[Evidence(file="rank1.log", line=line, rank=1, ts=t, text=f"line {line}")])
+
+    guess = found("hccl-guess", "accelerator_error", "experimental", 2)
+    later = Finding(id="oom", rule="oom", category="device_oom", severity="error", title="oom", ranks=[1],
+                    first_ts=t + timedelta(seconds=30), rule_role="root",
+                    evidence=[Evidence(file="rank1.log", line=9, rank=1, ts=t + timedelta(seconds=30), text="OOM")])
+    alone = run_cascade(context([{"message": "x"}], findings=[guess, later], run=("clock-skew",)))
+    assert (alone.primary.id, alone.roles["hccl-guess"]) == ("oom", ("context", None))
+    backed = found("cuda-fault", "accelerator_error", "stable", 3)
+    res = run_cascade(context([{"message": "x"}], findings=[guess, backed, later], run=("clock-skew",)))
+    assert res.primary.id == "cuda-fault"  # the same event: the stable reading leads
+
+
 def test_cascade_without_findings() -> None:
     res = run_cascade(context([{"message": "x"}]))
     assert res.primary is None

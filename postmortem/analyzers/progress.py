@@ -63,6 +63,9 @@ class Result(AnalyzerResult):
     #: per-rank mean seconds per step by what they measure (data, compute, comm), when printed
     timing: dict[int, dict[str, float | None]] = field(default_factory=dict)
     first_nan_step: int | None = None
+    #: file -> the line of its last step, for the files whose last step reached max_steps: where
+    #: training ended, for logs whose lines carry no time
+    finished_at: dict[str, int] = field(default_factory=dict)
 
     @property
     def finished(self) -> bool:
@@ -159,7 +162,18 @@ def run(ctx: AnalyzerContext) -> Result:
         step_interval=job.get("step_interval"),
         timing=slow.fields["means"] if slow is not None else {},
         first_nan_step=nan.fields["first_bad_step"] if nan is not None else None,
+        finished_at=_finished_at(prog, job["max_steps"]),
     )
+
+
+def _finished_at(prog: pl.DataFrame, max_steps: int | None) -> dict[str, int]:
+    """Each file's last progress line, where that line's step reached ``max_steps`` (the last line,
+    not the first to reach it: a bar that restarts every epoch reaches its total many times)."""
+    if max_steps is None or prog.is_empty():
+        return {}
+    last = prog.sort("file", "line").group_by("file").agg(pl.col("line").last(), pl.col("step").last())
+    done = last.filter(pl.col("step") >= max_steps)
+    return {str(f): int(n) for f, n in zip(done["file"], done["line"], strict=True)}
 
 
 #: A metric printed as nan/inf in text the parser could not read as a number ("loss nan").

@@ -42,7 +42,7 @@ from postmortem.analyzers import (
 )
 from postmortem.analyzers._common import CASCADE_PATTERN, make_finding, records_of
 from postmortem.analyzers.base import AnalyzerContext, AnalyzerResult
-from postmortem.knowledge import Classification, exception_category, text_category
+from postmortem.knowledge import DEFAULT_EXCEPTION_CATEGORY, Classification, exception_category, text_category
 from postmortem.model import Evidence, Finding
 from postmortem.ranges import plural_ranks
 
@@ -58,6 +58,8 @@ NEEDS: tuple[str, ...] = (
 ECHO_TYPES = re.compile(r"^(?:ChildFailedError|DistBackendError|SignalException|CalledProcessError)$")
 #: The line between an exception and the one raised from it.
 _CHAINED = re.compile(r"The above exception was the direct cause|During handling of the above exception")
+#: The header of a Python traceback.
+_TRACEBACK = r"Traceback \(most recent call last\)"
 #: Lines of a rank's last error block read for its words.
 BLOCK_LINES = 40
 
@@ -236,15 +238,27 @@ def _late_errors(
     firsts = rows.unique(subset=["rank"], keep="first", maintain_order=True).head(8)
     ranks = sorted(int(r) for r in rows.get_column("rank").drop_nulls().unique())
     found = text_category(_last_block(tl, rows))
+    if found is None and rows.get_column("message").str.contains(_TRACEBACK).any():
+        # a Python traceback cut before its exception line (a paste, a killed writer) is still an
+        # uncaught exception: what exceptions_category gives an exception whose words say nothing
+        found = Classification(DEFAULT_EXCEPTION_CATEGORY, "traceback", "Traceback (most recent call last)")
     category = found.category if found is not None else "unknown_failure"
     said = f"'{found.evidence}'" if found is not None else ""
+    if found is None:
+        reading, why = "", ", and their words name no known failure."
+    elif found.basis == "traceback":
+        reading = "; a Python traceback ends without its exception: an uncaught exception"
+        why = "; a Python traceback among them ends before its exception line, so what was raised is not shown."
+    else:
+        reading = f"; their words ({said}) say {category.replace('_', ' ')}"
+        why = (f"; the last error block of the first rank that printed one says {said}, which names "
+               f"{category.replace('_', ' ')}.")
     return make_finding(
         ID,
         suffix="error-lines",
         category=category,
         severity="error",
-        title=f"{rows.height} error line(s) at the end of the job that no rule explains"
-        + (f"; their words ({said}) say {category.replace('_', ' ')}" if found is not None else ""),
+        title=f"{rows.height} error line(s) at the end of the job that no rule explains{reading}",
         rule_role="symptom",
         ranks=ranks,
         evidence=[
@@ -252,11 +266,14 @@ def _late_errors(
             for r in firsts.iter_rows(named=True)
         ],
         count=rows.height,
-        explanation="These error-level lines come after the last training step and match no failure signature"
-        + (f"; the last error block of the first rank that printed one says {said}, which names "
-           f"{category.replace('_', ' ')}." if found is not None else ", and their words name no known failure."),
-        fix="Read the first of them; if it is a known failure, a rule for it makes the next diagnosis exact.",
-        fields={"first_text": firsts["message"][0], "basis": "words" if found is not None else None,
+        explanation="These error-level lines come after the last training step and match no failure signature" + why,
+        fix="Read the first of them; if it is a known failure, a rule for it makes the next diagnosis exact."
+        + (" Find the whole traceback (the rank's own log, not a console that interleaves ranks): its last line "
+           "names the exception." if found is not None and found.basis == "traceback" else ""),
+        # the summary's words for a cut traceback (the line itself says nothing: "Traceback (most ...")
+        message="an uncaught Python exception, its traceback cut before the exception line"
+        if found is not None and found.basis == "traceback" else "",
+        fields={"first_text": firsts["message"][0], "basis": found.basis if found is not None else None,
                 "keyword": found.evidence if found is not None else None, "inferred": True},
     )
 

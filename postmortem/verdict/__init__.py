@@ -102,7 +102,8 @@ def decide(ctx: AnalyzerContext, tool_version: str) -> Report:
     category = category_of(
         status, chain.primary, groups, primary_ts=chain.times.get(chain.primary.id) if chain.primary else None,
         training_finished_ts=status_facts.training_finished_ts,
-        last_progress_ts=ctx.get(progress.Result).last_progress_ts, empty=ctx.timeline.filter(pl.col("message").is_not_null()).is_empty(),
+        last_progress_ts=ctx.get(progress.Result).last_progress_ts, finished_at=ctx.get(progress.Result).finished_at,
+        empty=_nothing_read(ctx),
     )
     culprits = culprits_of(ctx, category, chain.primary, groups)
     roles = dict(chain.roles)
@@ -184,6 +185,12 @@ def decide(ctx: AnalyzerContext, tool_version: str) -> Report:
         stack_groups=groups,
         facts=facts,
     )
+
+
+def _nothing_read(ctx: AnalyzerContext) -> bool:
+    """No line at all: no file was parsed and the timeline is empty. Files whose every line was
+    plain chatter (dropped before the timeline) were read: their job ran and said nothing wrong."""
+    return ctx.job.files_parsed == 0 and ctx.timeline.filter(pl.col("message").is_not_null()).is_empty()
 
 
 def _ambiguity_applies(order: first_failure.Result, first: FirstFailure) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from postmortem.analyzers._common import SEVERE
 from postmortem.model import CATEGORIES, Finding, StackGroup
 
 #: Generic categories that become ``teardown_failure`` when they happen after training finished.
@@ -32,28 +33,40 @@ def category_of(
     primary_ts: datetime | None = None,
     training_finished_ts: datetime | None = None,
     last_progress_ts: datetime | None = None,
+    finished_at: dict[str, int] | None = None,
     empty: bool = False,
 ) -> str:
     """The category for a job of ``status`` whose primary finding is ``primary``; ``empty``: the logs
-    held no line at all (nothing ran that we can see, so nothing is healthy either)."""
+    held no line at all (nothing ran that we can see, so nothing is healthy either). Training
+    finished at ``training_finished_ts`` or, in logs without times, at the ``finished_at`` lines
+    (file -> the line of its last step, which reached max_steps)."""
     if empty:
         return "unknown_failure"
-    # a job whose status is unknown (no error line, no bad exit, no stall) and that trained on after
-    # what the primary finding reports survived it: a warning, not its failure
-    survived = primary is None or (
+    # a job whose status is unknown (no error line, no bad exit, no stall) survived what its primary
+    # finding reports when that is only a warning, or when it trained on afterwards
+    survived = primary is None or primary.severity not in SEVERE or (
         primary_ts is not None and last_progress_ts is not None and primary_ts < last_progress_ts
     )
     if status == "unknown" and not survived:
         status = "failed"  # the logs end on the primary's lines: read them as the failure they report
     category = _base_category(status, primary, groups)
-    if (
-        category in TEARDOWN_GENERIC
-        and training_finished_ts is not None
-        and primary_ts is not None
-        and primary_ts > training_finished_ts
+    if category in TEARDOWN_GENERIC and primary is not None and _after_training(
+        primary, primary_ts, training_finished_ts, finished_at
     ):
         return "teardown_failure"  # training had finished: a generic failure after that is a teardown failure
     return category
+
+
+def _after_training(
+    primary: Finding, primary_ts: datetime | None, finished_ts: datetime | None, finished_at: dict[str, int] | None
+) -> bool:
+    """The primary finding comes after training finished: by time, or, where the lines carry no
+    time, by its place after the last step of the file that printed it."""
+    if primary_ts is not None and finished_ts is not None:
+        return primary_ts > finished_ts
+    if not finished_at or not primary.evidence:
+        return False
+    return all(e.file in finished_at and e.line > finished_at[e.file] for e in primary.evidence)
 
 
 def _base_category(status: str, primary: Finding | None, groups: list[StackGroup]) -> str:

@@ -10,6 +10,10 @@ when nothing else does. Without any cause, the earliest error-level symptom is p
 collective timeout with no known cause). In a hang whose errors are only the timeouts that
 ended it, the py-spy split (the ranks that are elsewhere) leads, else the hang itself.
 
+A finding of an experimental rule (whose examples were written here rather than copied from a
+real log or built from the emitting code) leads only when a stable finding of the same category
+stands beside it; alone it is context.
+
 Times are the evidence lines' times on the reference clock; a line that inherited its time
 from an earlier line is placed at its file's next printed time (it happened before that).
 
@@ -44,6 +48,8 @@ CONSEQUENCES = {
     "collective_timeout", "network_failure", "job_cancelled", "straggler", "hang_unknown", "teardown_failure",
     "unknown_failure",
 }
+#: The finding of the late error lines that no rule explains (analyzers/unexplained_errors.py).
+FLOOR_ID = "unexplained-errors:error-lines"
 #: Two causes this close (and on a shared rank) are one event seen twice.
 SAME_EVENT_S = 1.0
 
@@ -124,11 +130,21 @@ def _stall_lead(findings: list[Finding]) -> Finding | None:
 
 def choose_primary(findings: list[Finding], times: dict[str, datetime | None]) -> tuple[Finding | None, str | None]:
     """Earliest root at error level, else at warning level, else an echo-only root, else the earliest
-    symptom (error, then warning).
+    symptom (error, then warning). A finding of an experimental rule is a candidate only when a
+    stable finding of the same category stands beside it.
 
     Within a tier, candidates less than :data:`SAME_EVENT_S` apart on a shared rank are one
     event, and the most specific category among them wins.
     """
+    # an experimental rule (its examples were written here, not copied from a real log or built from
+    # the emitting code) leads only beside a stable finding that reads the same category
+    stable = {f.category for f in findings if f.rule_status != "experimental"}
+    findings = [f for f in findings if f.rule_status != "experimental" or f.category in stable]
+    # the floor under the verdict (error lines nothing explains) whose words name nothing — a bare
+    # traceback cut before its exception, lines no keyword knows — leads only when no other finding
+    # can; read by its words, it competes like any other finding
+    if any(f.id != FLOOR_ID and f.rule_role != "context" and f.severity in SEVERE for f in findings):
+        findings = [f for f in findings if f.id != FLOOR_ID or f.fields.get("basis") == "words"]
     roots = [f for f in findings if f.rule_role == "root"]
     # a "root" whose every line is an echo (Connection closed by peer ...) is a cause only
     # when nothing else is: peers often print these before the agent reports the real death
@@ -154,8 +170,11 @@ def choose_primary(findings: list[Finding], times: dict[str, datetime | None]) -
             if not f.ranks or not first.ranks or set(f.ranks) & set(first.ranks):
                 same.append(f)
         # the same event seen twice: the process's own lines before the launcher's report of its
-        # death, then the most specific reading, then the one that knows its rank
-        best = min(same, key=lambda f: (_exit_report(f), specificity(f.category), not f.ranks, _key(f, times)))
+        # death, then the most specific reading, a stable rule's before an experimental one's, then
+        # the one that knows its rank
+        best = min(same, key=lambda f: (
+            _exit_report(f), specificity(f.category), f.rule_status == "experimental", not f.ranks, _key(f, times)
+        ))
         return best, tier
     return None, None
 
