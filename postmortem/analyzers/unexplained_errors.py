@@ -60,8 +60,9 @@ ECHO_TYPES = re.compile(r"^(?:ChildFailedError|DistBackendError|SignalException|
 _CHAINED = re.compile(r"The above exception was the direct cause|During handling of the above exception")
 #: The header of a Python traceback.
 _TRACEBACK = r"Traceback \(most recent call last\)"
-#: Lines of a rank's last error block read for its words.
+#: Lines of a rank's last error block read for its words, and lines after its last error line.
 BLOCK_LINES = 40
+FOLLOWING_LINES = 10
 
 
 @dataclass(frozen=True)
@@ -280,7 +281,9 @@ def _late_errors(
 
 def _last_block(tl: pl.DataFrame, rows: pl.DataFrame) -> str:
     """The text of the last error block of the first rank (or file) with an unexplained error line:
-    its last :data:`BLOCK_LINES` error lines and the lines of the records they belong to."""
+    its last :data:`BLOCK_LINES` error lines, the lines of the records they belong to, and the
+    :data:`FOLLOWING_LINES` after each (a message continued on the next lines: a JSON error record,
+    a wrapped line, ``what():``)."""
     first = rows.row(0, named=True)
     if first["rank"] is not None:
         mine = rows.filter(pl.col("rank") == first["rank"])
@@ -289,9 +292,18 @@ def _last_block(tl: pl.DataFrame, rows: pl.DataFrame) -> str:
     tail = mine.sort(["ts", "file", "line"], nulls_last=True).tail(BLOCK_LINES)
     records = tail.filter(pl.col("record").is_not_null()).select("file", "record").unique()
     context = tl.join(records, on=["file", "record"], how="semi") if not records.is_empty() else tl.clear()
-    lines = pl.concat([tail.select("file", "line", "message"), context.select("file", "line", "message")]).unique(
-        subset=["file", "line"]
-    ).sort("file", "line")
+    # each line of the error lines' files, with the nearest error line at or before it
+    starts = tail.select("file", pl.col("line").alias("_start")).sort("file", "_start")
+    following = (
+        tl.select("file", "line", "message")
+        .join(starts.select("file").unique(), on="file", how="semi")
+        .sort("file", "line")
+        .join_asof(starts, left_on="line", right_on="_start", by="file", strategy="backward", check_sortedness=False)
+        .filter(pl.col("line") - pl.col("_start") <= FOLLOWING_LINES)
+    )
+    lines = pl.concat(
+        [part.select("file", "line", "message") for part in (tail, context, following)]
+    ).unique(subset=["file", "line"]).sort("file", "line")
     return "\n".join(m or "" for m in lines.get_column("message").to_list())
 
 
