@@ -31,7 +31,7 @@ RULES_DIR = builtin_rules_dir()
 CORPUS = Path(__file__).resolve().parent.parent / "sample_logs"
 #: rules whose checks are conditions over launch facts (postmortem/config_rules.py), not patterns
 PATTERN_RULES = [r for r in RULES if r.match.scope != "config"]
-_REFERENCE = re.compile(r"^(?:seed:\d{3}(?:#\d+)?|https://\S+)$")
+_REFERENCE = re.compile(r"^https://\S+$")
 
 
 def _example_cases() -> list[pytest.param]:
@@ -77,7 +77,8 @@ def test_rule_files_are_named_by_id_and_grouped_by_prefix() -> None:
 
 
 def test_ids_are_unique_across_groups() -> None:
-    stems = [p.stem for p in RULES_DIR.rglob("*.toml")]
+    # rules/_tables/ holds the knowledge tables (postmortem/knowledge.py), not rules
+    stems = [p.stem for p in RULES_DIR.rglob("*.toml") if not p.parent.name.startswith("_")]
     assert sorted(s for s in set(stems) if stems.count(s) > 1) == []
     assert len(stems) == len(RULES)
 
@@ -131,11 +132,19 @@ def test_rule_files_hold_no_machine_paths() -> None:
     assert offenders == []
 
 
-def test_seed_signatures_are_covered() -> None:
-    """Every seed problem the library promises has at least one rule citing it."""
-    cited = {ref for r in RULES for ref in r.references if ref.startswith("seed:")}
-    wanted = {"seed:000", "seed:004", *(f"seed:003#{n}" for n in range(1, 11))}
-    assert sorted(wanted - {c if c.startswith("seed:003") else c[:8] for c in cited}) == []
+def test_every_rule_names_where_its_message_is_printed() -> None:
+    offenders = [r.id for r in RULES if not r.sources]
+    assert offenders == []
+
+
+def test_no_user_facing_text_mentions_our_seeds_or_samples() -> None:
+    words = re.compile(r"(?i)\bseeds?\b(?: ?\d| 00\d|:)|seed:\d|sample_logs|reconstructed/")
+    offenders = [
+        r.id
+        for r in RULES
+        if any(words.search(text) for text in (r.title, r.message or "", r.explanation, r.fix, *r.references))
+    ]
+    assert offenders == []
 
 
 # --------------------------------------------------------------------------- the sample corpus
@@ -146,11 +155,15 @@ def _scenarios() -> list[pytest.param]:
 
 
 def _wild_healthy_train() -> list[Path]:
-    """Healthy logs of the wild corpus' train split (the test split is not read while rules are written)."""
+    """Healthy logs of the wild corpus' train split (the test split is not read while rules are written).
+
+    A case whose label admits another reading (a Horovod stall warning the thread calls harmless,
+    which a careful reader could call a straggler) may rightly carry a warning: only the cases
+    labelled healthy without alternatives are held to "nothing at warning or above"."""
     out = []
     for p in sorted((CORPUS / "wild").glob("*/expected.json")):
         label = json.loads(p.read_text(encoding="utf-8"))
-        if label["split"] == "train" and label["category"] == "healthy":
+        if label["split"] == "train" and label["category"] == "healthy" and not label.get("alternatives"):
             out.append(p.parent)
     return out
 
