@@ -19,8 +19,9 @@ regex), ``greater_than``, ``less_than``, ``greater_than_fact``, ``less_than_fact
 ``ipv6_unbracketed``, ``duplicate_arg``, ``version_below``, ``version_at_least``. A fact the
 logs do not show makes every test but ``absent`` false, so a check never fires on a guess.
 
-``message`` placeholders are fact keys (``{launcher.master_addr}``) or ``{detail}`` (what the
-conditions that held saw, e.g. ``--dataloader_num_workers 10 then 4``). The finding's evidence
+``message`` and ``fix`` placeholders are fact keys (``{launcher.master_addr}``) or ``{detail}``
+(what the conditions that held saw, e.g. ``--dataloader_num_workers 10 then 4``), so that a fix
+names the job's own numbers ("at or below the supported number (19.2)"). The finding's evidence
 is the log lines the facts came from (the launch command, the env dump ...).
 
 The rule engine hands a file with a ``[config]`` table to :func:`parse_config_rule` and runs
@@ -182,7 +183,9 @@ def parse_config_rule(data: dict[str, Any], path: Path, source: str) -> ConfigRu
     check = _parse_check(table)
     message = top.text("message", default="") or None
     if message:
-        _check_message(top, message)
+        _check_message(top, "message", message)
+    fix = top.text("fix").strip()
+    _check_message(top, "fix", fix)
     return ConfigRule(
         id=rule_id,
         title=title,
@@ -194,7 +197,7 @@ def parse_config_rule(data: dict[str, Any], path: Path, source: str) -> ConfigRu
         match=Match(scope="config"),
         aggregate=None,
         explanation=top.text("explanation").strip(),
-        fix=top.text("fix").strip(),
+        fix=fix,
         references=top.texts("references"),
         examples=_parse_examples(top),
         path=path,
@@ -249,10 +252,10 @@ def _type_name(expected: type | tuple[type, ...]) -> str:
     return names[expected]
 
 
-def _check_message(top: _Fields, message: str) -> None:
-    for name in _PLACEHOLDER.findall(message):
+def _check_message(top: _Fields, field: str, text: str) -> None:
+    for name in _PLACEHOLDER.findall(text):
         if name != "detail" and not _FACT.match(name):
-            top.fail("message", f"placeholder {{{name}}} should be a fact key like {{topology.nnodes}} or {{detail}}")
+            top.fail(field, f"placeholder {{{name}}} should be a fact key like {{topology.nnodes}} or {{detail}}")
 
 
 def config_rules_of(rules: Iterable[Rule]) -> list[ConfigRule]:
@@ -433,6 +436,8 @@ def _finding(rule: ConfigRule, facts: Facts, held: list[Outcome]) -> tuple[Findi
     nodes = sorted({s.node for s in sources if s.node})
     times = [s.ts for s in sources if s.ts is not None]
     message, missing = render_message(rule, facts, detail)
+    fix, missing_in_fix = fill_facts(rule.fix, facts, detail)  # the fix names this job's own numbers
+    missing += [name for name in missing_in_fix if name not in missing]
     fields: dict[str, Any] = {k: facts.values[k] for k in keys if k in facts.values}
     if detail:
         fields["detail"] = detail
@@ -447,7 +452,7 @@ def _finding(rule: ConfigRule, facts: Facts, held: list[Outcome]) -> tuple[Findi
         count=max(1, len(sources)),
         evidence=evidence,
         explanation=rule.explanation,
-        fix=rule.fix,
+        fix=fix,
         references=list(rule.references),
         rule_role=rule.role,
         rule_status=rule.status,
@@ -488,6 +493,11 @@ def render_message(rule: Rule, facts: Facts, detail: str) -> tuple[str, list[str
     """The rule's message with ``{fact.key}`` and ``{detail}`` filled; also what had no value."""
     if not rule.message:
         return (f"{rule.title}: {detail}" if detail else rule.title), []
+    return fill_facts(rule.message, facts, detail)
+
+
+def fill_facts(text: str, facts: Facts, detail: str) -> tuple[str, list[str]]:
+    """``text`` (a message or a fix) with ``{fact.key}`` and ``{detail}`` filled; also what had no value."""
     missing: list[str] = []
 
     def fill(m: regex.Match[str]) -> str:
@@ -504,7 +514,7 @@ def render_message(rule: Rule, facts: Facts, detail: str) -> tuple[str, list[str
             return f"{value:,}"  # 2,517,232 tokens reads; a port number must not get commas
         return _show(value)
 
-    return _PLACEHOLDER.sub(fill, rule.message), missing
+    return _PLACEHOLDER.sub(fill, text), missing
 
 
 def risks_for(key: str, rules: Iterable[Rule], findings: Iterable[Finding]) -> list[Finding]:

@@ -529,8 +529,7 @@ def test_user_rule_overrides_a_config_rule_by_id(tmp_path: Path, seed004_two_nod
 
 def corpus(name: str) -> Path:
     job = SAMPLES / name / "job"
-    if not job.is_dir():
-        pytest.skip(f"corpus job {name} not generated yet")
+    assert job.is_dir(), f"corpus job {name} is missing (tools/corpus/generate.py, tools/reconstruct)"
     return job
 
 
@@ -539,6 +538,8 @@ def test_corpus_seed000_arithmetic() -> None:
     assert single.message == "100 steps configured, the data supports 76.8 (2,517,232 tokens / 32,768 tokens per step)"
     four = by_rule(api.analyze(corpus("reconstructed/seed000_four_nodes")))["config-train-iters-exceed-data"]
     assert four.fields["derived.supported_steps"] == 19.2 and four.fields["trainer.max_steps"] == 25
+    # the fix names this job's own number, not another job's
+    assert "at or below the supported number (19.2)" in four.fix and "{" not in four.fix
 
 
 def test_corpus_seed004_reconstructed_launch_checks() -> None:
