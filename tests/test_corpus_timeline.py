@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import polars as pl
@@ -9,6 +10,7 @@ import pytest
 
 from postmortem.api import load_timeline
 from postmortem.inventory import job_info, rank_progress
+from postmortem.timeline import Timeline
 from tests.conftest import corpus_scenarios, load_expected
 
 SCENARIOS = corpus_scenarios()
@@ -18,10 +20,27 @@ def _ids(paths: list[Path]) -> list[str]:
     return [f"{p.parent.name}/{p.name}" for p in paths]
 
 
+def _stating(key: str) -> list[Path]:
+    """The scenarios whose ground truth states ``key`` (not every job names its ranks or steps)."""
+    def states(value: object) -> bool:
+        return any(v is not None for v in value.values()) if isinstance(value, dict) else bool(value)
+
+    return [p for p in SCENARIOS if states(load_expected(p).get(key))]
+
+
+@functools.cache
+def _timeline(path: Path) -> Timeline:
+    return load_timeline(path / "job")
+
+
 @pytest.fixture(scope="module", params=SCENARIOS, ids=_ids(SCENARIOS))
 def scenario(request):
     path: Path = request.param
-    return path, load_expected(path), load_timeline(path / "job")
+    return path, load_expected(path), _timeline(path)
+
+
+def _each(key: str):
+    return pytest.mark.parametrize("scenario", [(p, load_expected(p), None) for p in _stating(key)], ids=_ids(_stating(key)))
 
 
 def test_corpus_is_present():
@@ -30,30 +49,31 @@ def test_corpus_is_present():
     assert len(SCENARIOS) >= 20
 
 
+@_each("ranks")
 def test_ranks_found(scenario):
-    _, expected, timeline = scenario
-    if expected.get("ranks") is None:
-        pytest.skip("ground truth names no ranks")
+    path, expected, _ = scenario
+    timeline = _timeline(path)
     info = job_info(timeline)
     assert set(expected["ranks"]) <= set(info.ranks), f"missing ranks: {sorted(set(expected['ranks']) - set(info.ranks))}"
     if expected.get("world_size"):
         assert info.world_size == expected["world_size"]
 
 
+@_each("last_step")
 def test_last_step_per_rank(scenario):
-    _, expected, timeline = scenario
-    wanted = {int(k): v for k, v in (expected.get("last_step") or {}).items() if v is not None}
-    if not wanted:
-        pytest.skip("ground truth gives no steps")
+    path, expected, _ = scenario
+    timeline = _timeline(path)
+    wanted = {int(k): v for k, v in expected["last_step"].items() if v is not None}
+    assert wanted
     got = dict(rank_progress(timeline.frame).select("rank", "last_step").iter_rows())
     assert {r: got.get(r) for r in wanted} == wanted
 
 
+@_each("files")
 def test_files_by_family(scenario):
-    _, expected, timeline = scenario
-    wanted = expected.get("files") or {}
-    if not wanted:
-        pytest.skip("ground truth names no files")
+    path, expected, _ = scenario
+    timeline = _timeline(path)
+    wanted = expected["files"]
     families = {f"job/{f.rel}": f.family for f in timeline.inventory.files}
     families.update({f"job/{s.rel}": "skipped: " + s.reason for s in timeline.inventory.skipped})
     got = {rel: families.get(rel, "not found") for rel in wanted}

@@ -260,8 +260,7 @@ def test_cli_diff_command(pair: tuple[Path, Path], tmp_path: Path) -> None:
 
 def corpus_pair(kind: str) -> tuple[Path, Path]:
     jobs = (SAMPLES / kind / "seed004_two_nodes_hang" / "job", SAMPLES / kind / "seed004_one_node_ok" / "job")
-    if not all(j.is_dir() for j in jobs):
-        pytest.skip(f"corpus pair {kind}/seed004_* not generated yet")
+    assert all(j.is_dir() for j in jobs), f"corpus pair {kind}/seed004_* is missing"
     return jobs
 
 
