@@ -14,6 +14,7 @@ from postmortem.analyzers import (
     clock_skew,
     collective_mismatch,
     collective_sequence,
+    peer_reports,
     end_of_data,
     exit_codes,
     first_failure,
@@ -75,7 +76,8 @@ def steps(ranks: range | list[int], upto: int, *, cadence: float = 10.0, node: s
 def test_registry_order_and_protocol() -> None:
     assert list(ANALYZERS) == [
         "progress", "exit-codes", "stack-groups", "clock-skew", "collective-sequence", "collective-mismatch",
-        "hccl-ranktable", "end-of-data", "flight-recorder", "unexplained-errors", "first-failure", "job-status",
+        "hccl-ranktable", "peer-reports", "end-of-data", "flight-recorder", "unexplained-errors", "first-failure",
+        "job-status",
     ]
     seen: set[str] = set()
     for aid, module in ANALYZERS.items():
@@ -314,6 +316,53 @@ def test_collective_sequence_states_and_start_time() -> None:
     assert res.ranks[2]["state"] == "not_entered"
     straggler = next(f for f in res.findings if f.id == "collective-sequence:straggler")
     assert (straggler.rule_role, straggler.fields["culprit_ranks"]) == ("root", [2])
+
+
+def test_watchdogs_that_disagree_name_the_rank_behind_and_the_rank_in_another_collective() -> None:
+    t = T0 + timedelta(hours=1)
+
+    def fired(rank: int, seq: int, op: str) -> dict[str, Any]:
+        return {"file": f"rank{rank}.log", "rank": rank, "kind": "error", "ts": t, "seq": seq, "op_type": op,
+                "numel": 1, "timeout_ms": 600000, "ran_ms": 600012, "pg": "0(default_pg)",
+                "message": f"[PG ID 0 PG GUID 0(default_pg) Rank {rank}] Watchdog caught collective operation timeout: "
+                           f"WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+                           "600012 milliseconds before timing out."}
+
+    # rank 5 is still in SeqNum 2801 while the seven others wait in 2802
+    behind = [fired(r, 2802, "_ALLGATHER_BASE") for r in range(8) if r != 5] + [fired(5, 2801, "ALLREDUCE")]
+    res = collective_sequence.run(context(behind, world_size=8))
+    assert (res.main.seq, res.main.stragglers, res.diagnosis) == (2802, [5], "straggler")
+    assert res.ranks[5]["state"] == "not_entered"
+    # rank 2 runs ALLREDUCE as SeqNum 2802 while the others run _ALLGATHER_BASE: a desync
+    other = [fired(r, 2802, "_ALLGATHER_BASE") for r in range(8) if r != 2] + [fired(2, 2802, "ALLREDUCE")]
+    res = collective_sequence.run(context(other, world_size=8))
+    finding = next(f for f in res.findings if f.id == "collective-sequence:other-op")
+    assert (finding.category, finding.ranks, finding.fields["culprit_ranks"]) == ("collective_mismatch", [2], [2])
+    assert finding.title == "Rank 2 ran ALLREDUCE as SeqNum=2802 while the others ran _ALLGATHER_BASE"
+    assert res.diagnosis == "mismatch"
+
+
+def test_peer_reports_name_the_rank_the_others_wait_for() -> None:
+    t = T0 + timedelta(minutes=30)
+    # monitored_barrier(wait_all_ranks=True) on rank 0 (ProcessGroupGloo.cpp's wording)
+    barrier = [{"file": "rank0.log", "rank": 0, "kind": "error", "ts": t,
+                "message": "[rank0]: RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 30000 ms"}]
+    res = peer_reports.run(context(barrier, world_size=4))
+    assert (res.culprits, res.waits_for, res.kinds) == ([1, 3], {0: [1, 3]}, ["monitored_barrier"])
+    finding = res.findings[0]
+    assert (finding.category, finding.rule_role, finding.fields["culprit_ranks"]) == ("straggler", "root", [1, 3])
+    # HCCL notify waits along a ring: 0 waits for 1, 1 for 2, 3 for 2; rank 2 waits for nobody
+    hccl = [{"file": f"rank{r}.log", "rank": r, "kind": "error", "ts": t,
+             "message": f"EI0002: [PID: {100 + r}] 2026-11-02-07:41:10.204.517 The wait execution of the Notify register "
+                        f"times out. Reason: The Notify register has not received the Notify record from remote rank: [{peer}]."}
+            for r, peer in ((0, 1), (1, 2), (3, 2))]
+    res = peer_reports.run(context(hccl, world_size=4))
+    assert (res.culprits, res.waits_for) == ([2], {0: [1], 1: [2], 3: [2]})
+    # a named rank that raised its own exception explains the wait: context, not the cause
+    died = barrier + [{"file": "rank1.log", "rank": 1, "kind": "error", "ts": t - timedelta(minutes=1),
+                       "exc_type": "KeyError", "message": "[rank1]: KeyError: 'labels'"}]
+    finding = peer_reports.run(context(died, world_size=4, run=("exit-codes",))).findings[0]
+    assert (finding.rule_role, finding.fields["own_failure"]) == ("context", [1])
 
 
 def test_straggler_that_died_is_context_not_cause() -> None:

@@ -16,6 +16,7 @@ import polars as pl
 import pytest
 
 import postmortem
+import postmortem.api
 from postmortem.config import extract_config
 from postmortem.model import CATEGORIES, Evidence, Finding, JobInfo, Report
 from postmortem.schema import conform
@@ -655,3 +656,45 @@ def test_completed_job_with_a_slow_rank_is_a_straggler() -> None:
         "Rank 3 was the straggler: 0.250 s per step in data loading against 0.000 s on the other ranks, which "
         "waited for it in communication; the job completed 40 steps at its pace."
     )
+
+
+# --- watchdogs that disagree across ranks --------------------------------------------------------
+
+
+def test_watchdog_at_another_op_is_a_collective_mismatch_on_that_rank() -> None:
+    rows = Rows()
+    progress(rows, range(8), range(1, 5), max_steps=100)
+    t = T0 + timedelta(seconds=700)
+    for r in range(8):
+        op = "ALLREDUCE" if r == 6 else "_ALLGATHER_BASE"
+        watchdog_timeout(rows, r, t, seq=2802, enq=2802, done=2801, op=op)
+    verdict = run(rows).verdict
+    assert (verdict.status, verdict.category, verdict.culprit_ranks) == ("failed", "collective_mismatch", [6])
+
+
+def test_watchdog_in_an_earlier_collective_names_the_rank_behind() -> None:
+    rows = Rows()
+    progress(rows, range(8), range(1, 5), max_steps=100)
+    t = T0 + timedelta(seconds=700)
+    for r in range(8):
+        watchdog_timeout(rows, r, t, seq=2801 if r == 3 else 2802, enq=2801 if r == 3 else 2802,
+                         done=2800 if r == 3 else 2801)
+    verdict = run(rows).verdict
+    assert (verdict.status, verdict.category, verdict.culprit_ranks) == ("failed", "straggler", [3])
+
+
+def test_monitored_barrier_names_the_ranks_that_never_arrived(write_job) -> None:
+    # rank 0's monitored_barrier(wait_all_ranks=True) gives up on ranks 1 and 3 (ProcessGroupGloo.cpp's wording)
+    job = write_job({"rank0.log": "\n".join([
+        "[rank0]:[I1203 10:00:00.000000000 ProcessGroupNCCL.cpp:905] [PG 0 Rank 0] ProcessGroupNCCL initialization "
+        "options: size: 4, global rank: 0",
+        "step 1/100 loss=2.1",
+        "step 2/100 loss=2.0",
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/workspace/train.py", line 88, in <module>',
+        "[rank0]:     dist.monitored_barrier(group=gloo_group, timeout=timedelta(seconds=30), wait_all_ranks=True)",
+        "[rank0]: RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 30000 ms",
+    ]) + "\n"})
+    verdict = postmortem.api.analyze(job).report.verdict
+    assert (verdict.status, verdict.category, verdict.culprit_ranks) == ("failed", "straggler", [1, 3])
+    assert verdict.summary.startswith("Ranks 1, 3 never arrived: rank 0 waited for them (monitoredBarrier)")

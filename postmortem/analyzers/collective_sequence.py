@@ -84,7 +84,7 @@ class Result(AnalyzerResult):
     ranks: dict[int, dict[str, Any]] = field(default_factory=dict)
     first_signal: dict[str, Any] | None = None
     collectives: list[Collective] = field(default_factory=list)
-    #: straggler | fabric | incomplete | unclear, or None without watchdog lines
+    #: mismatch | straggler | fabric | incomplete | unclear, or None without watchdog lines
     diagnosis: str | None = None
 
     @property
@@ -127,8 +127,9 @@ def run(ctx: AnalyzerContext) -> Result:
     seq, op = main
     main_rows = timeouts.filter((pl.col("seq") == seq) & (pl.col("op_type").eq_missing(op)))
     states: dict[int, str] = {}
+    main_pgs = {str(p) for p in main_rows["pg"].drop_nulls()}
     for rank in sorted(set(world) | set(per_rank)):
-        states[rank] = _state(per_rank.get(rank), seq, rank in seen)
+        states[rank] = _state(per_rank.get(rank), seq, op, main_pgs, rank in seen)
         if rank in per_rank:
             per_rank[rank]["state"] = states[rank]
     inside = sorted(r for r, s in states.items() if s == "inside")
@@ -140,7 +141,9 @@ def run(ctx: AnalyzerContext) -> Result:
     # a rank whose own status says it never entered is certain; a rank that merely printed no
     # watchdog line may have been stopped by the agent before its watchdog fired
     stragglers = not_entered or silent
-    if stragglers:
+    if any(s == "other_op" for s in states.values()):
+        diagnosis = "mismatch"
+    elif stragglers:
         diagnosis = "straggler"
     elif inside and not no_logs and set(inside) >= set(world):
         diagnosis = "fabric"
@@ -186,6 +189,9 @@ def run(ctx: AnalyzerContext) -> Result:
             fields={"seq": seq, "op_type": op, "numel": numel, "timeout_ms": timeout_ms, "start_ts": start_ts},
         )
     )
+    other_op = sorted(r for r, s in states.items() if s == "other_op")
+    if other_op:
+        findings.append(_other_op_finding(collective, other_op, per_rank, tl))
     if stragglers:
         straggler, collective = _straggler_finding(ctx, collective, per_rank, tl)
         findings.append(straggler)
@@ -259,12 +265,18 @@ def _main_collective(timeouts: pl.DataFrame) -> tuple[int, str | None] | None:
     return int(row["seq"]), row["op_type"]
 
 
-def _state(entry: dict[str, Any] | None, seq: int, has_logs: bool) -> str:
+def _state(entry: dict[str, Any] | None, seq: int, op: str | None, pgs: set[str], has_logs: bool) -> str:
+    """Where a rank stood against the main collective (``seq``/``op`` of the process groups ``pgs``)."""
     if entry is None:
         return "no_watchdog_line" if has_logs else "no_logs"
     enq, done = entry.get("last_enqueued"), entry.get("last_completed")
-    if entry.get("seq") == seq:
-        return "inside"
+    own = entry.get("seq")
+    same_group = not pgs or entry.get("pg") is None or str(entry["pg"]) in pgs
+    if own == seq:
+        # the same sequence number with another operation: this rank issued a different collective
+        return "other_op" if same_group and op and entry.get("op_type") and entry["op_type"] != op else "inside"
+    if own is not None and own < seq and same_group:
+        return "not_entered"  # its watchdog fired in an earlier collective: it never got to this one
     if enq is not None and done is not None:
         if enq < seq or (enq == done and done < seq):
             return "not_entered"
@@ -367,6 +379,34 @@ def _straggler_finding(
         },
     ), col
 
+
+
+def _other_op_finding(col: Collective, ranks: list[int], per_rank: dict[int, dict[str, Any]], tl: pl.DataFrame) -> Finding:
+    """Ranks whose watchdog fired at the main collective's sequence number in another operation:
+    the ranks disagree on which collective comes next (a different code path, a skipped call)."""
+    theirs = sorted({str(per_rank[r]["op_type"]) for r in ranks})
+    rows = tl.filter(pl.col("rank").is_in(ranks) & (pl.col("seq") == col.seq) & pl.col("timeout_ms").is_not_null())
+    return make_finding(
+        ID,
+        suffix="other-op",
+        category="collective_mismatch",
+        severity="error",
+        title=f"{plural_ranks(ranks).capitalize()} ran {'/'.join(theirs)} as SeqNum={col.seq} while the others ran "
+        f"{col.op_type}",
+        rule_role="root",
+        ranks=ranks,
+        evidence=evidence_rows(first_by_rank(rows)),
+        explanation=(
+            f"At sequence number {col.seq} of the same process group these ranks' watchdogs timed out in "
+            f"{'/'.join(theirs)}, the others' in {col.op_type}. Collectives are matched by their order: the ranks "
+            "took different code paths (a collective called on some ranks only, or in another order), so each "
+            "side waits for a partner that is in a different collective."
+        ),
+        fix="Find the call that differs: run with TORCH_DISTRIBUTED_DEBUG=DETAIL (it reports the mismatched "
+        "collective and its shapes), and make every rank issue the same collectives in the same order "
+        "(no collective inside a rank-dependent branch or an uneven data loop).",
+        fields={"seq": col.seq, "op_type": col.op_type, "other_ops": theirs, "culprit_ranks": ranks},
+    )
 
 
 #: A last line that says the process left on purpose.

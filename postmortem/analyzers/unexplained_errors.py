@@ -37,6 +37,7 @@ from postmortem.analyzers import (
     exit_codes,
     flight_recorder,
     hccl_ranktable,
+    peer_reports,
     progress,
     stack_groups,
 )
@@ -51,7 +52,7 @@ TITLE = "Errors no rule explains, classified by what they say"
 #: it explains what every other finding source left unexplained: all of them first
 NEEDS: tuple[str, ...] = (
     progress.ID, exit_codes.ID, stack_groups.ID, clock_skew.ID, collective_sequence.ID, collective_mismatch.ID,
-    hccl_ranktable.ID, end_of_data.ID, flight_recorder.ID,
+    hccl_ranktable.ID, peer_reports.ID, end_of_data.ID, flight_recorder.ID,
 )
 
 #: Exception types that only report a failure elsewhere (the launcher, the watchdog, a signal).

@@ -14,6 +14,7 @@ from postmortem.analyzers import (
     collective_sequence,
     end_of_data,
     hccl_ranktable,
+    peer_reports,
 )
 from postmortem.analyzers._common import CASCADE_TEXT
 from postmortem.analyzers.base import AnalyzerContext
@@ -46,6 +47,9 @@ def culprits_of(ctx: AnalyzerContext, category: str, primary: Finding | None, gr
         main = ctx.get(collective_sequence.Result).main
         if main is not None and main.stragglers:
             return sorted(main.stragglers)
+        named = ctx.get(peer_reports.Result).culprits  # the rank the others say they wait for
+        if named:
+            return sorted(named)
         if minority:
             return minority
         if category == "collective_timeout":

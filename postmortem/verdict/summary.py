@@ -129,6 +129,11 @@ def summary_of(
             last = prog.last_step
             return text + (f"; the job completed {last} steps at its pace." if last else "; the job completed at its pace.")
         return text + tail + "."
+    if category == "straggler" and primary is not None and primary.rule == "peer-reports":
+        reporters = sorted(int(r) for r in primary.fields.get("waits_for", {}))
+        them = "them" if len(culprits) > 1 else "it"
+        by = f"{_ranks_text(reporters)} waited for {them}" if reporters else f"the other ranks waited for {them}"
+        return f"{who} never arrived: {by} ({primary.fields.get('reported_by', 'their own reports')}){at_time}{tail}."
     if category == "straggler":
         if collective is not None and collective.stragglers:
             return (f"{who} never entered {what}" + (f" (started {hms(collective.start_ts)})"
