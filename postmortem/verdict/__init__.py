@@ -39,7 +39,7 @@ from postmortem.analyzers.base import AnalyzerContext, claim_ids
 from postmortem.model import SEVERITY_ORDER, Finding, FirstFailure, JobInfo, Report, SkippedFile, Verdict
 from postmortem.schema import TIMELINE_COLUMNS, conform
 from postmortem.verdict.agreement import adopted_category, agreement_of, disagreement_finding, lead_finding
-from postmortem.verdict.category import category_of
+from postmortem.verdict.category import status_and_category
 from postmortem.verdict.confidence import confidence_of
 from postmortem.verdict.culprits import culprits_of
 from postmortem.verdict.first import first_failure as first_failure_of
@@ -99,7 +99,7 @@ def decide(ctx: AnalyzerContext, tool_version: str) -> Report:
     # 1-3: what the logs say
     status = status_facts.status
     chain = cascade(log_findings, times, hung=status == "hung", margin_s=skew.uncertainty_s)
-    category = category_of(
+    status, category = status_and_category(
         status, chain.primary, groups, primary_ts=chain.times.get(chain.primary.id) if chain.primary else None,
         training_finished_ts=status_facts.training_finished_ts,
         last_progress_ts=ctx.get(progress.Result).last_progress_ts, finished_at=ctx.get(progress.Result).finished_at,

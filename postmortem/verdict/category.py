@@ -25,7 +25,7 @@ COMPLETED_BUT_BROKEN = {"numerical_instability", "straggler"}
 COLLECTIVE_WAITS = {"barrier", "all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "collective"}
 
 
-def category_of(
+def status_and_category(
     status: str,
     primary: Finding | None,
     groups: list[StackGroup],
@@ -35,13 +35,14 @@ def category_of(
     last_progress_ts: datetime | None = None,
     finished_at: dict[str, int] | None = None,
     empty: bool = False,
-) -> str:
-    """The category for a job of ``status`` whose primary finding is ``primary``; ``empty``: the logs
+) -> tuple[str, str]:
+    """The status and category for a job of ``status`` whose primary finding is ``primary``. A job of
+    unknown status whose logs end on its primary's error lines failed: the status says so. ``empty``: the logs
     held no line at all (nothing ran that we can see, so nothing is healthy either). Training
     finished at ``training_finished_ts`` or, in logs without times, at the ``finished_at`` lines
     (file -> the line of its last step, which reached max_steps)."""
     if empty:
-        return "unknown_failure"
+        return status, "unknown_failure"
     # a job whose status is unknown (no error line, no bad exit, no stall) survived what its primary
     # finding reports when that is only a warning, or when it trained on afterwards
     survived = primary is None or primary.severity not in SEVERE or (
@@ -53,8 +54,8 @@ def category_of(
     if category in TEARDOWN_GENERIC and primary is not None and _after_training(
         primary, primary_ts, training_finished_ts, finished_at
     ):
-        return "teardown_failure"  # training had finished: a generic failure after that is a teardown failure
-    return category
+        return status, "teardown_failure"  # training had finished: a generic failure after that is a teardown failure
+    return status, category
 
 
 def _after_training(
