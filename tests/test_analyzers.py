@@ -14,13 +14,13 @@ from postmortem.analyzers import (
     clock_skew,
     collective_mismatch,
     collective_sequence,
-    peer_reports,
     end_of_data,
     exit_codes,
     first_failure,
     get,
     hccl_ranktable,
     job_status,
+    peer_reports,
     progress,
     stack_groups,
     unexplained_errors,
@@ -359,7 +359,7 @@ def test_peer_reports_name_the_rank_the_others_wait_for() -> None:
     res = peer_reports.run(context(hccl, world_size=4))
     assert (res.culprits, res.waits_for) == ([2], {0: [1], 1: [2], 3: [2]})
     # a named rank that raised its own exception explains the wait: context, not the cause
-    died = barrier + [{"file": "rank1.log", "rank": 1, "kind": "error", "ts": t - timedelta(minutes=1),
+    died = [*barrier, {"file": "rank1.log", "rank": 1, "kind": "error", "ts": t - timedelta(minutes=1),
                        "exc_type": "KeyError", "message": "[rank1]: KeyError: 'labels'"}]
     finding = peer_reports.run(context(died, world_size=4, run=("exit-codes",))).findings[0]
     assert (finding.rule_role, finding.fields["own_failure"]) == ("context", [1])
