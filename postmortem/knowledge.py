@@ -122,7 +122,14 @@ def exception_category(exc_type: str, messages: list[str]) -> Classification:
     raised from), so that a ValueError naming CUDA memory is not a bug in the job's code.
     """
     name = exc_type.rsplit(".", 1)[-1]
-    entry = next((e for e in exception_types() if name in e.names), None)
+    # a dotted name in the table is read first (ray.exceptions.OutOfMemoryError is host memory,
+    # torch's OutOfMemoryError device memory), then the last part of the name; the timeline keeps
+    # the last part only, so the full name is read back from the exception's own line
+    dotted = regex.search(rf"((?:[A-Za-z_]\w*\.)+{regex.escape(name)})\b", messages[0]) if messages else None
+    full = dotted.group(1) if dotted else exc_type
+    entry = next((e for e in exception_types() if full in e.names), None) or next(
+        (e for e in exception_types() if name in e.names), None
+    )
     if entry is not None and entry.category != DEFAULT_EXCEPTION_CATEGORY:
         return Classification(entry.category, "type", name)
     for text in messages:

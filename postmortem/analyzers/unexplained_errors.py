@@ -55,8 +55,11 @@ NEEDS: tuple[str, ...] = (
     hccl_ranktable.ID, peer_reports.ID, end_of_data.ID, flight_recorder.ID,
 )
 
-#: Exception types that only report a failure elsewhere (the launcher, the watchdog, a signal).
-ECHO_TYPES = re.compile(r"^(?:ChildFailedError|DistBackendError|SignalException|CalledProcessError)$")
+#: Exception types that only report a failure elsewhere (the launcher, the watchdog, a signal,
+#: torch.multiprocessing.spawn wrapping a child's exception or exit).
+ECHO_TYPES = re.compile(
+    r"^(?:ChildFailedError|DistBackendError|SignalException|CalledProcessError|ProcessRaisedException|ProcessExitedException)$"
+)
 #: The line between an exception and the one raised from it.
 _CHAINED = re.compile(r"The above exception was the direct cause|During handling of the above exception")
 #: The header of a Python traceback.
