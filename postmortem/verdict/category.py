@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from postmortem.analyzers._common import SEVERE
 from postmortem.model import CATEGORIES, Finding, StackGroup
 
 #: Generic categories that become ``teardown_failure`` when they happen after training finished.
@@ -43,9 +42,11 @@ def status_and_category(
     (file -> the line of its last step, which reached max_steps)."""
     if empty:
         return status, "unknown_failure"
-    # a job whose status is unknown (no error line, no bad exit, no stall) survived what its primary
-    # finding reports when that is only a warning, or when it trained on afterwards
-    survived = primary is None or primary.severity not in SEVERE or (
+    # a job whose status is unknown (no error line, no bad exit, no stall) and that trained on after
+    # what the primary finding reports survived it; a log that ends on its primary's lines — an
+    # error, or a root/symptom warning such as NCCL's connect retries — reads as that failure
+    # (benign warnings are context, never primary)
+    survived = primary is None or (
         primary_ts is not None and last_progress_ts is not None and primary_ts < last_progress_ts
     )
     if status == "unknown" and not survived:
