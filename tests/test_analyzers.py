@@ -358,6 +358,9 @@ def test_peer_reports_name_the_rank_the_others_wait_for() -> None:
             for r, peer in ((0, 1), (1, 2), (3, 2))]
     res = peer_reports.run(context(hccl, world_size=4))
     assert (res.culprits, res.waits_for) == ([2], {0: [1], 1: [2], 3: [2]})
+    # HCCL's placeholder for an unknown peer (4294967295, -1 as u32) names nobody
+    unknown = [{**hccl[0], "message": hccl[0]["message"].replace("[1]", "[4294967295]")}]
+    assert peer_reports.run(context(unknown)).culprits == []
     # a named rank that raised its own exception explains the wait: context, not the cause
     died = [*barrier, {"file": "rank1.log", "rank": 1, "kind": "error", "ts": t - timedelta(minutes=1),
                        "exc_type": "KeyError", "message": "[rank1]: KeyError: 'labels'"}]

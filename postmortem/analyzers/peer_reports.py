@@ -43,6 +43,8 @@ REPORTS: tuple[tuple[str, str, str], ...] = (
     ("notify_wait", r"(?i)notify.*?(?:remote|peer) rank\s*:?\s*\[?(?P<named>\d+)", "otify"),
     ("horovod_stall", r"\[missing ranks: (?P<named>\d+(?:, ?\d+)*)\]", "missing ranks"),
 )
+#: No job has this many ranks: a larger number is a placeholder (HCCL's 4294967295 for "unknown").
+_MAX_RANK = 1 << 20
 #: monitoredBarrier is only ever reported by rank 0 (the barrier's coordinator)
 _COORDINATOR = {"monitored_barrier": 0}
 
@@ -78,6 +80,8 @@ def run(ctx: AnalyzerContext) -> Result:
         reports.with_columns(pl.col("_named").str.split(",").list.eval(pl.element().str.strip_chars().cast(pl.Int64)))
         .explode("_named")
         .filter(pl.col("_named").is_not_null() & (pl.col("_by").is_null() | (pl.col("_named") != pl.col("_by"))))
+        # HCCL writes an unknown peer as 4294967295 (-1 as u32): a rank is below the world size
+        .filter(pl.col("_named") < (ctx.job.world_size or _MAX_RANK))
     )
     if edges.is_empty():
         return Result()
