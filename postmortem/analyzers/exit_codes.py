@@ -232,7 +232,9 @@ def _findings(ranks: dict[int, RankExit], per_rank: pl.DataFrame, aborted: set[i
                 make_finding(
                     ID,
                     suffix=key.replace(" ", "-"),
-                    category="rank_exception",
+                    # an exit status names no cause: the process's own lines (its traceback) do, and
+                    # whatever finding reads them outranks this one
+                    category="unknown_failure",
                     severity="error",
                     title=f"{who.capitalize()} exited with code {code}",
                     rule_role="symptom",
@@ -240,8 +242,11 @@ def _findings(ranks: dict[int, RankExit], per_rank: pl.DataFrame, aborted: set[i
                     evidence=evidence,
                     count=len(members),
                     explanation="A non-zero exit without a signal: the process raised an exception or called "
-                    "sys.exit with an error. The cause is in its own output before the exit.",
-                    fix="Read this rank's traceback (stderr, error.json).",
+                    "sys.exit with an error. The cause is in its own output before the exit; when these logs do "
+                    "not hold it, the failure cannot be named.",
+                    fix="Read this rank's traceback: its stderr (torchrun --log-dir with --redirects 3 --tee 3 keeps "
+                    "one file per rank) or error.json (decorate the entry point with "
+                    "torch.distributed.elastic.multiprocessing.errors.record).",
                     fields=fields,
                 )
             )

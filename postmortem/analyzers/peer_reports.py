@@ -80,8 +80,9 @@ def run(ctx: AnalyzerContext) -> Result:
         reports.with_columns(pl.col("_named").str.split(",").list.eval(pl.element().str.strip_chars().cast(pl.Int64)))
         .explode("_named")
         .filter(pl.col("_named").is_not_null() & (pl.col("_by").is_null() | (pl.col("_named") != pl.col("_by"))))
-        # HCCL writes an unknown peer as 4294967295 (-1 as u32): a rank is below the world size
-        .filter(pl.col("_named") < (ctx.job.world_size or _MAX_RANK))
+        # HCCL writes an unknown peer as 4294967295 (-1 as u32); the world size the logs show may be
+        # smaller than the job's (rank 0's log alone says world size 1), so it is no bound here
+        .filter(pl.col("_named") < _MAX_RANK)
     )
     if edges.is_empty():
         return Result()
