@@ -698,3 +698,20 @@ def test_monitored_barrier_names_the_ranks_that_never_arrived(write_job) -> None
     verdict = postmortem.api.analyze(job).report.verdict
     assert (verdict.status, verdict.category, verdict.culprit_ranks) == ("failed", "straggler", [1, 3])
     assert verdict.summary.startswith("Ranks 1, 3 never arrived: rank 0 waited for them (monitoredBarrier)")
+
+
+def test_torchrun_root_cause_entry_names_the_first_failure(write_job) -> None:
+    # the ChildFailedError summary of torch/distributed/elastic/multiprocessing/errors/__init__.py:
+    # two ranks exited with code 1 in the same second, nothing else printed
+    entry = ("  time      : 2026-11-30_08:12:44\n  host      : gpu-node-07\n  rank      : {r} (local_rank: {r})\n"
+             "  exitcode  : 1 (pid: {pid})\n  error_file: <N/A>\n"
+             "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n")
+    job = write_job({"console.log": (
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n" + "=" * 60 + "\ntrain.py FAILED\n"
+        + "-" * 60 + "\nFailures:\n[1]:\n" + entry.format(r=1, pid=31878) + "-" * 60
+        + "\nRoot Cause (first observed failure):\n[0]:\n" + entry.format(r=0, pid=31877) + "=" * 60 + "\n"
+    )})
+    verdict = postmortem.api.analyze(job).report.verdict
+    # an exit status names no cause: unknown_failure; torchrun's root-cause entry names who was first
+    assert (verdict.status, verdict.category, verdict.first_failure.rank) == ("failed", "unknown_failure", 0)
+    assert "order uncertain" not in verdict.summary

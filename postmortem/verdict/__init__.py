@@ -27,6 +27,7 @@ import polars as pl
 from postmortem.analyzers import (
     ANALYZERS,
     clock_skew,
+    exit_codes,
     first_failure,
     flight_recorder,
     job_status,
@@ -142,6 +143,8 @@ def decide(ctx: AnalyzerContext, tool_version: str) -> Report:
         and first.rank is not None  # no rank claimed first, nothing to doubt
         and category not in STRUCTURAL
         and _ambiguity_applies(order, first)
+        # torchrun's "Root Cause (first observed failure)" settles the order the clocks cannot
+        and first.rank != ctx.get(exit_codes.Result).root_cause_rank
     )
     # doubt about who was first lowers confidence only if the other candidate is not a culprit too
     doubt = ambiguous and (order.runner_up or {}).get("rank") not in culprits

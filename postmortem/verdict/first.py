@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
-from postmortem.analyzers import clock_skew, job_status, progress, stack_groups
+from postmortem.analyzers import clock_skew, exit_codes, job_status, progress, stack_groups
 from postmortem.analyzers._common import event_time, event_times, rank_nodes, tied_across_nodes
 from postmortem.analyzers.base import AnalyzerContext
 from postmortem.analyzers.progress import progress_rows
@@ -50,9 +50,13 @@ def first_failure(
         return (t is None, t.isoformat() if t is not None else "", e.file, e.line)
 
     ordered = sorted(pool, key=key)
+    # torchrun's summary singles one out: its "Root Cause (first observed failure)" entry
+    root = ctx.get(exit_codes.Result).root_cause_rank
+    if not culprits and root is not None and any(o.rank == root for o in ordered):
+        ordered = sorted(ordered, key=lambda o: o.rank != root)
     e = ordered[0]
     rank = e.rank
-    if not culprits and len({o.rank for o in ordered if o.rank is not None}) > 1:
+    if not culprits and rank != root and len({o.rank for o in ordered if o.rank is not None}) > 1:
         rank = None  # several ranks and none singled out (a reduced NaN loss, a fabric timeout)
     elif tied_across_nodes(where(e), [where(o) for o in ordered[1:] if o.rank != e.rank], skew.uncertainty_s):
         rank = None  # another node's culprit may have been first: the clocks cannot tell
