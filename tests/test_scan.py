@@ -43,10 +43,11 @@ GIANT_LINE = b"2026-03-01 08:00:10,000 - INFO - data worker 3 fetched shard 17 o
 
 
 def make_giant_job(job: Path) -> Path:
-    """A job far slower than a 20 s time limit: 8 files of 1.5 million lines (800 MB of text, 2.4 MB
-    gzipped; one file takes about 28 s to analyze today, the small generated jobs well under 1 s)."""
+    """A job far slower than a 20 s time limit: 24 files of 1.5 million lines (2.4 GB of text, 7 MB
+    gzipped; the whole job takes about 75 s to analyze on an idle 2-core machine today — 8 such
+    files took 25 s, which a quiet Ray worker once beat —, the small generated jobs well under 1 s)."""
     data = gzip.compress(GIANT_LINE * 1_500_000, compresslevel=6)
-    for rank in range(8):
+    for rank in range(24):
         write(job / f"rank_{rank}.log.gz", data)
     return job
 
