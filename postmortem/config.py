@@ -49,6 +49,8 @@ from typing import Any
 import polars as pl
 import regex
 
+from postmortem.parsers.patterns import TRAINING_FINISHED
+
 #: Sections of the record, in the order reports show them.
 SECTIONS: tuple[str, ...] = (
     "topology", "launcher", "script", "script_args", "env", "env_by_node", "versions", "trainer",
@@ -235,10 +237,7 @@ _CODE = (
     ("code.verl", regex.compile(r"(?<![\w-])verl(?:[./]|\s+(?:trainer|ppo|grpo))|\bmain_ppo\b")),
 )
 _WATCHDOG = regex.compile(r"HCCL watchdog thread terminated with exception|ProcessGroupHCCL.*[Ww]atchdog.*(?:exception|error)")
-_FINISHED = regex.compile(
-    r"Stopping training due to|[Tt]raining (?:finished|completed)|'train_runtime'|train_runtime[=:]|"
-    r"Saving checkpoint to|epoch:\d+ done"
-)
+_FINISHED = regex.compile(TRAINING_FINISHED)
 _SECTION_START = regex.compile(r"\*{3,}\s*Running (?P<what>training|Evaluation|Prediction)\s*\*{3,}")
 _RUN_SH = regex.compile(r"run sh:\s*`?(?P<cmd>[^`]+)`?")
 _WORLD_ECHO = regex.compile(r"(?i)\bworld[_ ]size\s*[:=]\s*(\d+)")
@@ -267,14 +266,13 @@ KEEP_PATTERN = "|".join(
         r"\[config\.py:\d+:print\]|zero_optimization|offload",
         r"NET/Socket|NET/IB|Bootstrap|flags=\d+<|^\s*(?:\d+:\s+)?\S+:\s+<[A-Z0-9_,-]*>\s+mtu|TIMEOUT\(ms\)|Timeout\(ms\)",
         r"transfer_to_npu|DeviceMesh|device_mesh|\bverl\b|main_ppo",
-        r"watchdog thread terminated|[Ww]atchdog.*exception|Stopping training|[Tt]raining (?:finished|completed)",
-        r"train_runtime|Saving checkpoint to|epoch:\d+ done",
+        r"watchdog thread terminated|[Ww]atchdog.*exception",
+        TRAINING_FINISHED,
         r"^[A-Za-z][\w.-]*(?:==|\s{2,})v?\d+\.\d+",  # pip list / pip freeze rows
         rf"\b(?:{_TRAINER_WORDS})\b",
     )
 )
 
-_FINISHED_PROBE = r"Stopping training due to|[Tt]raining (?:finished|completed)|train_runtime|epoch:\d+ done"
 #: Rows the vectorized platform probe looks for (no Python per row).
 _ASCEND_PROBE = r"torch_npu|ProcessGroupHCCL|\bHCCL\b|HCCL_|Ascend|backend=hccl|\bERR0\d{4}\b|\bE[EIJZ]\d{4}\b"
 _CUDA_PROBE = r"\bNCCL\b|ProcessGroupNCCL|\bcuda:\d|CUDA_VISIBLE_DEVICES|torch\.cuda\.OutOfMemoryError"
@@ -474,7 +472,7 @@ def _candidate_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
             # progress rows repeat every step; only the end-of-training ones carry a fact
             & (
                 (pl.col("kind").fill_null("info") != "progress")
-                | pl.col("message").str.contains(_FINISHED_PROBE).fill_null(False)
+                | pl.col("message").str.contains(TRAINING_FINISHED).fill_null(False)
             )
         )
         # per-rank copies of one echo (every rank prints its arguments) are read once per node;

@@ -28,6 +28,7 @@ import polars as pl
 from postmortem.analyzers import end_of_data, exit_codes, first_failure, progress, stack_groups
 from postmortem.analyzers._common import CASCADE_TEXT, SEVERE, evidence_rows, grep, hms, make_finding
 from postmortem.analyzers.base import AnalyzerContext, AnalyzerResult
+from postmortem.parsers.patterns import TRAINING_FINISHED, TRAINING_FINISHED_HINTS
 from postmortem.ranges import format_ranks
 
 ID = "job-status"
@@ -51,12 +52,6 @@ class Result(AnalyzerResult):
     training_finished_ts: datetime | None = None
     stalled_with_stacks: bool = False
 
-COMPLETION = (
-    r"(?i)training (?:completed|complete|finished|done)\b|successfully finished|\btrain_runtime\b|"
-    r"Stopping training due to|finished training|training ended|\bjob (?:completed|finished)\b|"
-    r"worker group successfully finished"
-)
-_COMPLETION_HINTS = ["training", "finished", "train_runtime", "job"]
 #: Analyzer findings that infer a state rather than report an error line.
 _INFERENCES = {"progress", "stack-groups", "end-of-data", "clock-skew", "job-status"}
 #: Categories that describe a stall, not an error: they do not make a job "failed".
@@ -89,7 +84,7 @@ def run(ctx: AnalyzerContext) -> Result:
     last_prog_ts = prog.last_progress_ts
     last_step = prog.last_step
     max_steps = prog.max_steps
-    completion = grep(tl, COMPLETION, _COMPLETION_HINTS).filter(pl.col("kind") != "stack")
+    completion = grep(tl, TRAINING_FINISHED, TRAINING_FINISHED_HINTS).filter(pl.col("kind") != "stack")
     finished_ts = completion.get_column("ts").min()
     if finished_ts is None and prog.finished:
         finished_ts = prog.last_progress_ts

@@ -112,6 +112,19 @@ FIELD_HINTS: tuple[str, ...] = (
 # "Rank" would let in every DeepSpeed log_dist line
 FIELD_LINE_STARTS: tuple[str, ...] = ("[Rank",)
 
+#: A line saying the training loop ended normally: HF Trainer's ``train_runtime`` metrics and
+#: "Training completed", Lightning's "Stopping training due to", torchelastic's "worker group
+#: successfully finished", "finished training", "job completed". The one definition of
+#: "training finished" (job status, config facts and the timeline's kept rows all read it); it
+#: is valid in both polars' Rust regex and Python's ``regex``. A checkpoint save is not in it:
+#: trainers save every N steps, long before the end.
+TRAINING_FINISHED = (
+    r"(?i:training (?:completed|complete|finished|done)\b|successfully finished|\btrain_runtime\b|"
+    r"stopping training due to|finished training|training ended|\bjob (?:completed|finished)\b)"
+)
+#: Literals one of which every :data:`TRAINING_FINISHED` match contains (a fast prefilter).
+TRAINING_FINISHED_HINTS = ["training", "finished", "train_runtime", "job"]
+
 # Kinds (§9 and the formats above). Order of precedence: error, warning, progress, lifecycle, collective.
 ERROR_LINE = (
     r"Traceback \(most recent call last\)|^\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)(?::|$)|Fatal Python error|"
