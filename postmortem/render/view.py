@@ -8,10 +8,10 @@ Renderers format these views; they never re-run analysis.
 from __future__ import annotations
 
 import re
-import signal
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from postmortem.analyzers._common import signal_name
 from postmortem.model import SEVERITY_ORDER, Evidence, Finding, RankState, Report
 from postmortem.ranges import format_ranks
 
@@ -192,12 +192,8 @@ def exit_text(code: int | None) -> str:
     """An exit code with its signal name when it is negative (-9 → '-9 (SIGKILL)')."""
     if code is None:
         return "—"
-    if code < 0:
-        try:
-            return f"{code} ({signal.Signals(-code).name})"
-        except ValueError:
-            return str(code)
-    return str(code)
+    name = signal_name(code) if code < 0 else None
+    return f"{code} ({name})" if name else str(code)
 
 
 def duration_text(seconds: float | None) -> str:

@@ -32,6 +32,8 @@ from multiprocessing import connection, get_context
 from pathlib import Path
 from typing import Any
 
+from postmortem.analyzers._common import signal_name
+
 #: Result kinds: ``ok`` and ``error`` (deterministic, cached), ``timeout`` (cached with its
 #: limit), ``crash`` (not cached: could be memory pressure from elsewhere).
 CACHEABLE_KINDS = ("ok", "error", "timeout")
@@ -273,13 +275,7 @@ class LocalRunner:
 
 def _death(code: int | None) -> str:
     if code is not None and code < 0:
-        import signal
-
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"analysis worker died ({name}); the job may need more memory than is available"
+        return f"analysis worker died ({signal_name(code)}); the job may need more memory than is available"
     return f"analysis worker exited unexpectedly (exit code {code})"
 
 
